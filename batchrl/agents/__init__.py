@@ -1,0 +1,1 @@
+"""Agents: pure functions over an explicit state pytree (see ``batchrl.agents.core``)."""

@@ -1,0 +1,116 @@
+"""The agent core shared by every agent (PPO, VPG, TRPO, DQN, NAF, DQFD, ...).
+
+An agent is a bundle of pure functions over one explicit state pytree. Nothing is hidden in
+Python objects, so every function can be ``jax.jit``-ed, ``jax.vmap``-ed over seeds, and the
+whole state is what a checkpoint saves.
+
+Shapes: ``B`` is ``spec.num_envs`` (the batch of environments acted for at once), ``T`` time.
+
+    state = agent.init(key, spec)
+    action, extras = agent.act(state, obs[B], key, deterministic)
+    state, metrics = agent.observe(state, transition)        # store + update when ready
+
+``observe`` is ``store`` followed by ``update`` under ``lax.cond`` when ``ready``. Drivers that
+know the agent's ``period`` (stores between updates) may instead scan ``period`` steps of
+``store`` and then call ``update`` once: the same result without a ``cond`` per step, which
+matters under ``vmap`` over seeds (a batched ``cond`` becomes a ``select`` and runs both sides).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from batchrl.specs import EnvSpec
+
+PyTree = Any
+Metrics = dict  # str -> scalar array
+
+
+class Transition(NamedTuple):
+  """One batched step of experience; fields are ``[B, ...]`` (``[T, B, ...]`` when stacked).
+
+  ``next_obs`` is the observation the action led to. When an episode ended on this step it
+  is the episode's *final* observation (not the first one of the next episode), so agents
+  can bootstrap from it on truncation.
+  """
+
+  obs: PyTree
+  action: PyTree
+  reward: jax.Array  # [B] float32
+  terminated: jax.Array  # [B] bool: a true end, the value after it is 0
+  truncated: jax.Array  # [B] bool: cut (time limit, env restart): bootstrap from next_obs
+  next_obs: PyTree
+  extras: dict  # what ``act`` returned besides the action (log-probs, values, carries...)
+
+  @property
+  def done(self) -> jax.Array:
+    return jnp.logical_or(self.terminated, self.truncated)
+
+
+def _identity_track(state, transition):
+  del transition
+  return state
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent:
+  """Pure functions of an agent. Build one with an agent's ``make_agent(config)``.
+
+  Attributes:
+    init: ``(key, spec) -> state``.
+    act: ``(state, obs, key, deterministic) -> (action, extras)``; ``deterministic`` is a
+      Python bool (the policy mode, no exploration noise).
+    store: ``(state, transition) -> state``: record experience, advance internals
+      (recurrent carries, counters, running statistics).
+    update: ``(state) -> (state, metrics)``: learn from what was stored.
+    ready: ``(state) -> bool[]``: whether ``update`` should run now.
+    track: ``(state, transition) -> state``: advance internals without recording or
+      learning (evaluation episodes); identity for agents without internals.
+    period: number of ``store`` calls between updates when that is fixed, else None.
+    name: registry name, for logs and checkpoints.
+  """
+
+  init: Callable[[jax.Array, EnvSpec], PyTree]
+  act: Callable[..., tuple[PyTree, dict]]
+  store: Callable[[PyTree, Transition], PyTree]
+  update: Callable[[PyTree], tuple[PyTree, Metrics]]
+  ready: Callable[[PyTree], jax.Array]
+  track: Callable[[PyTree, Transition], PyTree] = _identity_track
+  period: int | None = None
+  name: str = "agent"
+
+  def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
+    """Store the transition; update under ``lax.cond`` when a batch is ready.
+
+    Returns the new state and the update's metrics, all zeros when no update ran (plus
+    ``metrics["updated"]`` in {0., 1.}).
+    """
+    state = self.store(state, transition)
+    template = jax.eval_shape(self.update, state)[1]
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), template)
+
+    def learn(s):
+      s, metrics = self.update(s)
+      return s, dict(metrics, updated=jnp.float32(1.0))
+
+    def wait(s):
+      return s, dict(zeros, updated=jnp.float32(0.0))
+
+    return jax.lax.cond(self.ready(state), learn, wait, state)
+
+
+def never_ready(state) -> jax.Array:
+  del state
+  return jnp.bool_(False)
+
+
+def no_update(state):
+  return state, {}
+
+
+def no_store(state, transition):
+  del transition
+  return state
