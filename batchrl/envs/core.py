@@ -1,0 +1,223 @@
+"""TensorForce's environment interface, and its adapter for Gymnasium environments.
+
+``Environment`` speaks spec dicts (``batchrl.specs``)::
+
+    env.states, env.actions                       # spec dicts
+    state = env.reset(seed=None)
+    state, terminal, reward = env.execute(action)
+    env.close()
+
+``GymEnvironment`` adapts any Gymnasium env to it and keeps what the old interface merges:
+``terminal`` is ``terminated or truncated``, and ``last_terminated`` / ``last_truncated`` /
+``last_info`` say which it was (agents bootstrap on truncation).
+
+``make('CartPole-v1')`` builds one from a registered id; ``make_gym`` returns the raw
+Gymnasium env with the same error for unknown ids (used by worker processes).
+"""
+from __future__ import annotations
+
+import abc
+import difflib
+from typing import Any
+
+import gymnasium as gym
+
+from batchrl.specs import from_space, to_space, validate_spec
+
+_UNKNOWN_ID_ERRORS = (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv)
+
+
+class Environment(abc.ABC):
+  """Base class of a TensorForce-style environment.
+
+  Writing a custom environment: subclass, give the specs, implement ``reset`` and ``execute``.
+  Draw all randomness from a generator seeded in ``reset(seed)`` so runs are reproducible,
+  and check the result with ``batchrl.envs.check_env(MyEnv())``::
+
+      class Corridor(Environment):
+        def __init__(self, length=5):
+          super().__init__(states=dict(type='float', shape=(1,)),
+                           actions=dict(type='int', num_values=2))
+          self.length = length
+
+        def reset(self, seed=None):
+          self.rng = np.random.default_rng(seed)
+          self.pos = 0
+          return np.array([0.0], np.float32)
+
+        def execute(self, actions):
+          self.pos += 1 if actions == 1 else -1
+          terminal = self.pos >= self.length
+          return np.array([self.pos], np.float32), terminal, float(terminal)
+
+  ``states`` / ``actions`` may also be set later (``self.states = ...``) or overridden as
+  properties (TensorForce 0.3 style); either way they are validated spec dicts.
+  """
+
+  def __init__(self, states: dict | None = None, actions: dict | None = None):
+    self._states = None
+    self._actions = None
+    if states is not None:
+      self.states = states
+    if actions is not None:
+      self.actions = actions
+
+  @property
+  def states(self) -> dict:
+    """Spec dict of the state ``reset`` and ``execute`` return."""
+    return self._require_spec("_states", "states")
+
+  @states.setter
+  def states(self, spec: dict) -> None:
+    validate_spec(spec)
+    self._states = spec
+
+  @property
+  def actions(self) -> dict:
+    """Spec dict of the action ``execute`` takes."""
+    return self._require_spec("_actions", "actions")
+
+  @actions.setter
+  def actions(self, spec: dict) -> None:
+    validate_spec(spec)
+    self._actions = spec
+
+  def _require_spec(self, attribute: str, name: str) -> dict:
+    spec = getattr(self, attribute, None)
+    if spec is None:
+      raise AttributeError(
+        f"{type(self).__name__} has no {name} spec: pass {name}=dict(...) to "
+        f"Environment.__init__, assign self.{name}, or override the {name} property")
+    return spec
+
+  @property
+  def observation_space(self) -> gym.Space:
+    """The Gymnasium space of ``states``."""
+    return to_space(self.states)
+
+  @property
+  def action_space(self) -> gym.Space:
+    """The Gymnasium space of ``actions``."""
+    return to_space(self.actions)
+
+  @abc.abstractmethod
+  def reset(self, seed: int | None = None) -> Any:
+    """Starts an episode and returns its first state; ``seed`` reseeds the environment."""
+
+  @abc.abstractmethod
+  def execute(self, actions: Any) -> tuple[Any, bool, float]:
+    """Applies ``actions``; returns ``(state, terminal, reward)``."""
+
+  def close(self) -> None:
+    """Releases resources (windows, processes); nothing to release by default."""
+
+  def __enter__(self) -> "Environment":
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
+
+
+class GymEnvironment(Environment):
+  """A Gymnasium env behind the ``Environment`` interface.
+
+  Args:
+    env_or_id: a ``gymnasium.Env`` or a registered id such as ``'CartPole-v1'``.
+    seed: seeds the first ``reset`` (and the action space); later resets continue the
+      env's random stream unless given their own seed.
+    **make_kwargs: passed to ``gymnasium.make`` (only with an id).
+  """
+
+  def __init__(self, env_or_id: gym.Env | str, seed: int | None = None, **make_kwargs):
+    self.env = _resolve_env(env_or_id, make_kwargs)
+    super().__init__(from_space(self.env.observation_space), from_space(self.env.action_space))
+    self._pending_seed = seed
+    if seed is not None:
+      self.env.action_space.seed(seed)
+    self._phase = "new"  # new -> running <-> done; any -> closed
+    self.last_terminated = False
+    self.last_truncated = False
+    self.last_info: dict = {}
+
+  @property
+  def observation_space(self) -> gym.Space:
+    return self.env.observation_space
+
+  @property
+  def action_space(self) -> gym.Space:
+    return self.env.action_space
+
+  def reset(self, seed: int | None = None) -> Any:
+    """Starts an episode; returns the first observation (its info is in ``last_info``)."""
+    self._require_open("reset")
+    if seed is None:
+      seed, self._pending_seed = self._pending_seed, None
+    observation, info = self.env.reset(seed=seed)
+    self._phase = "running"
+    self.last_terminated, self.last_truncated, self.last_info = False, False, info
+    return observation
+
+  def execute(self, actions: Any) -> tuple[Any, bool, float]:
+    """Steps once; ``terminal`` is ``terminated or truncated`` (see ``last_truncated``)."""
+    self._require_open("execute")
+    if self._phase != "running":
+      when = "before the first reset()" if self._phase == "new" else "after the episode ended"
+      raise RuntimeError(f"execute() called {when}; call reset() to start an episode")
+    observation, reward, terminated, truncated, info = self.env.step(actions)
+    self.last_terminated, self.last_truncated = bool(terminated), bool(truncated)
+    self.last_info = info
+    terminal = self.last_terminated or self.last_truncated
+    if terminal:
+      self._phase = "done"
+    return observation, terminal, float(reward)
+
+  def close(self) -> None:
+    """Closes the Gymnasium env; calling it again does nothing."""
+    if self._phase != "closed":
+      self._phase = "closed"
+      self.env.close()
+
+  def _require_open(self, method: str) -> None:
+    if self._phase == "closed":
+      raise RuntimeError(f"{method}() called after close(); create a new environment")
+
+  def __repr__(self) -> str:
+    return f"GymEnvironment({self.env})"
+
+
+def _resolve_env(env_or_id: gym.Env | str, make_kwargs: dict) -> gym.Env:
+  if isinstance(env_or_id, str):
+    return make_gym(env_or_id, **make_kwargs)
+  if make_kwargs:
+    raise TypeError(f"keyword arguments {sorted(make_kwargs)} only apply when building from "
+                    f"an id; got an env instance {env_or_id!r}")
+  if not isinstance(env_or_id, gym.Env):
+    raise TypeError(f"expected a gymnasium.Env or a registered id string, got "
+                    f"{type(env_or_id).__name__} {env_or_id!r}")
+  return env_or_id
+
+
+def make_gym(env_id: str, **kwargs) -> gym.Env:
+  """``gymnasium.make(env_id, **kwargs)``; an unknown id raises ``ValueError`` naming the
+  closest registered ids."""
+  if not isinstance(env_id, str):
+    raise TypeError(f"env_id must be a string such as 'CartPole-v1', got {env_id!r}")
+  try:
+    return gym.make(env_id, **kwargs)
+  except _UNKNOWN_ID_ERRORS as error:
+    raise ValueError(_unknown_id_message(env_id, error)) from error
+
+
+def _unknown_id_message(env_id: str, error: Exception) -> str:
+  registered = sorted(gym.registry)
+  close = difflib.get_close_matches(env_id, registered, n=3, cutoff=0.6)
+  hint = (f"closest registered ids: {', '.join(map(repr, close))}" if close
+          else f"no registered id is close; see sorted(gymnasium.registry) for all "
+               f"{len(registered)}")
+  return f"unknown environment id {env_id!r}; {hint} (gymnasium: {error})"
+
+
+def make(id_or_env: gym.Env | str, seed: int | None = None, **make_kwargs) -> GymEnvironment:
+  """A ``GymEnvironment`` from a registered id (``make_kwargs`` go to ``gymnasium.make``) or
+  from a Gymnasium env instance."""
+  return GymEnvironment(id_or_env, seed=seed, **make_kwargs)
