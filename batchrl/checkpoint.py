@@ -1,0 +1,446 @@
+"""Safe, verifiable checkpoints of any JAX/numpy pytree (no pickle anywhere).
+
+Layout of ``directory``::
+
+    ckpt-000000010000/
+      state.msgpack    every array leaf, keyed by its pytree path (flax msgpack encoding)
+      manifest.json    format, versions, step, config, counters, leaf table, SHA-256 of files
+
+A checkpoint is written into a hidden temporary directory, fsync-ed, and renamed into place,
+so a crash leaves either the whole checkpoint or a temporary directory that is ignored and
+removed by the next ``save``. ``restore`` verifies the manifest and every file; if the
+newest checkpoint is damaged it warns loudly and falls back to the previous good one.
+
+One process writes to a directory at a time (the trainer); readers may run alongside.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+FORMAT = "batchrl-checkpoint"
+FORMAT_VERSION = 1
+STATE_FILE = "state.msgpack"
+MANIFEST_FILE = "manifest.json"
+_NAME = re.compile(r"^ckpt-(\d+)$")
+_TMP_PREFIX = ".tmp-ckpt-"
+_TRASH_PREFIX = ".trash-ckpt-"
+_LOG = logging.getLogger("batchrl.checkpoint")
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint cannot be written or restored; the message says which and why."""
+
+
+class NoCheckpointError(CheckpointError, FileNotFoundError):
+  """The directory holds no checkpoint (or none for the requested step)."""
+
+
+class CheckpointWarning(UserWarning):
+  """A damaged checkpoint was skipped in favour of an older one."""
+
+
+class _Unusable(Exception):
+  """Internal: this checkpoint is damaged; the message names the file and the problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointInfo:
+  """A checkpoint directory found on disk (not yet verified)."""
+
+  step: int
+  path: Path
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def list_checkpoints(directory) -> list[CheckpointInfo]:
+  """Checkpoints in ``directory``, oldest step first; temporary leftovers are ignored."""
+  directory = Path(directory)
+  if not directory.is_dir():
+    return []
+  found = []
+  for entry in directory.iterdir():
+    match = _NAME.match(entry.name)
+    if match and entry.is_dir():
+      found.append(CheckpointInfo(int(match.group(1)), entry))
+  return sorted(found, key=lambda c: c.step)
+
+
+def latest_step(directory) -> int | None:
+  """Step of the newest checkpoint by name (``restore`` verifies it), or None if none."""
+  checkpoints = list_checkpoints(directory)
+  return checkpoints[-1].step if checkpoints else None
+
+
+# --------------------------------------------------------------------------- pytree <-> arrays
+
+
+def _path_str(path) -> str:
+  """``state['params'].mu[0]``: our own spelling, so files do not depend on jax's keystr."""
+  parts = ["state"]
+  for entry in path:
+    if isinstance(entry, jax.tree_util.DictKey):
+      parts.append(f"[{entry.key!r}]")
+    elif isinstance(entry, jax.tree_util.SequenceKey):
+      parts.append(f"[{entry.idx}]")
+    elif isinstance(entry, jax.tree_util.GetAttrKey):
+      parts.append(f".{entry.name}")
+    elif isinstance(entry, jax.tree_util.FlattenedIndexKey):
+      parts.append(f"[{entry.key}]")
+    else:
+      parts.append(f"[{entry}]")
+  return "".join(parts)
+
+
+def _is_typed_key(leaf) -> bool:
+  dtype = getattr(leaf, "dtype", None)
+  return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+_PLAIN = (np.ndarray, np.generic, jax.Array, bool, int, float, complex)
+
+
+def _leaf_to_numpy(name: str, leaf) -> tuple[np.ndarray, dict]:
+  """The array stored for one leaf, and its manifest entry."""
+  if _is_typed_key(leaf):  # new-style keys: store the raw bits, remember the impl
+    data = np.asarray(jax.random.key_data(leaf))
+    info = {"key_impl": str(jax.random.key_impl(leaf))}
+  elif isinstance(leaf, _PLAIN):
+    data, info = np.asarray(leaf), {}
+  else:
+    raise CheckpointError(
+        f"leaf {name} is a {type(leaf).__name__}; checkpoints hold arrays and numbers only "
+        "(make it a pytree node or an array)")
+  if data.dtype == object:
+    raise CheckpointError(f"leaf {name} has dtype object; checkpoints hold numeric arrays only")
+  info = {"dtype": str(data.dtype), "shape": list(data.shape), **info}
+  return data, info
+
+
+def _flatten_state(state) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+  arrays, table = {}, {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+    name = _path_str(path)
+    if name in arrays:
+      raise CheckpointError(f"two leaves of the state are both named {name}; "
+                            "use distinct dict keys")
+    arrays[name], table[name] = _leaf_to_numpy(name, leaf)
+  return arrays, table
+
+
+def _expected(leaf) -> tuple[tuple, np.dtype]:
+  """Shape and dtype that the stored array for ``leaf`` must have."""
+  if _is_typed_key(leaf):
+    leaf = jax.eval_shape(jax.random.key_data, leaf)  # works for ShapeDtypeStruct too
+  elif isinstance(leaf, (bool, int, float, complex)):
+    leaf = np.asarray(leaf)
+  return tuple(leaf.shape), np.dtype(leaf.dtype)
+
+
+def _restore_leaf(leaf, data: np.ndarray, info: dict):
+  """``data`` in the form of the template leaf (typed key, jax array, numpy, Python scalar)."""
+  if _is_typed_key(leaf):
+    impl = jax.random.key_impl(leaf) if isinstance(leaf, jax.Array) else info.get("key_impl")
+    return jax.random.wrap_key_data(jnp.asarray(data), impl=impl)
+  if isinstance(leaf, (bool, int, float, complex)):
+    return type(leaf)(data.item())
+  if isinstance(leaf, np.generic):
+    return data[()]
+  if isinstance(leaf, np.ndarray):
+    return data
+  return jax.device_put(data)
+
+
+def _leaf_problem(name: str, leaf, data) -> str | None:
+  if not isinstance(data, np.ndarray):
+    return f"{name}: stored value is a {type(data).__name__}, not an array"
+  shape, dtype = _expected(leaf)
+  if data.shape != shape or data.dtype != dtype:
+    return (f"{name}: template has shape {shape} dtype {dtype}, checkpoint has shape "
+            f"{data.shape} dtype {data.dtype}")
+  return None
+
+
+def _unflatten(template, arrays: dict, manifest: dict, where: Path):
+  """Rebuild ``template``'s structure from stored arrays, or name every mismatching leaf."""
+  path_leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+  table = manifest.get("leaves", {})
+  problems, leaves, names = [], [], set()
+  for path, leaf in path_leaves:
+    name = _path_str(path)
+    names.add(name)
+    if name not in arrays:
+      problems.append(f"{name}: in the template but not in the checkpoint")
+      continue
+    problem = _leaf_problem(name, leaf, arrays[name])
+    if problem:
+      problems.append(problem)
+      continue
+    leaves.append(_restore_leaf(leaf, arrays[name], table.get(name, {})))
+  problems += [f"{n}: in the checkpoint but not in the template" for n in sorted(set(arrays) - names)]
+  if problems:
+    shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+    raise CheckpointError(f"checkpoint {where} does not match the template (wrong config or "
+                          "network?):\n  " + "\n  ".join(shown))
+  return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _jsonable(value, where: str):
+  """Plain JSON data from configs/counters (dataclasses, numpy/jax scalars, tuples)."""
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+  if isinstance(value, Mapping):
+    return {str(k): _jsonable(v, f"{where}[{k!r}]") for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+  if isinstance(value, (np.ndarray, jax.Array)) and np.ndim(value) == 0:
+    value = np.asarray(value).item()
+  if isinstance(value, np.generic):
+    value = value.item()
+  if value is None or isinstance(value, (bool, int, float, str)):
+    return value
+  raise CheckpointError(f"{where} is a {type(value).__name__}; manifest values must be numbers, "
+                        "strings, lists, dicts or dataclasses of those")
+
+
+def _version(dist: str) -> str:
+  try:
+    return importlib.metadata.version(dist)
+  except importlib.metadata.PackageNotFoundError:
+    return "unknown (not installed)"
+
+
+def _versions() -> dict[str, str]:
+  return {"batchrl": _version("batchrl"), "jax": jax.__version__, "flax": flax.__version__,
+          "numpy": np.__version__, "python": platform.python_version()}
+
+
+def _checksum(body: dict) -> str:
+  text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _make_manifest(step: int, config, counters, table: dict, files: dict) -> dict:
+  now = time.time()
+  body = {
+      "format": FORMAT, "format_version": FORMAT_VERSION, "step": step,
+      "created": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
+      "created_unix": now, "versions": _versions(),
+      "config_class": (f"{type(config).__module__}.{type(config).__qualname__}"
+                       if dataclasses.is_dataclass(config) else None),
+      "config": _jsonable(config, "config"), "counters": _jsonable(counters or {}, "counters"),
+      "leaves": table, "files": files,
+  }
+  return {**body, "checksum": _checksum(body)}
+
+
+def _read_manifest(path: Path, step: int) -> dict:
+  file = path / MANIFEST_FILE
+  if not file.is_file():
+    raise _Unusable(f"{MANIFEST_FILE} is missing")
+  try:
+    manifest = json.loads(file.read_bytes().decode("utf-8"))
+  except (ValueError, UnicodeDecodeError) as e:
+    raise _Unusable(f"{MANIFEST_FILE} is not valid JSON (truncated or corrupt): {e}") from e
+  if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    raise _Unusable(f"{MANIFEST_FILE} is not a batchrl checkpoint manifest")
+  version = manifest.get("format_version")
+  if not isinstance(version, int) or version > FORMAT_VERSION:
+    raise _Unusable(f"{MANIFEST_FILE} has format version {version!r}; this batchrl reads up to "
+                    f"{FORMAT_VERSION}")
+  body = {k: v for k, v in manifest.items() if k != "checksum"}
+  if manifest.get("checksum") != _checksum(body):
+    raise _Unusable(f"{MANIFEST_FILE} checksum does not match its contents (corrupt)")
+  if manifest.get("step") != step:
+    raise _Unusable(f"{MANIFEST_FILE} says step {manifest.get('step')!r}, directory says {step}")
+  return manifest
+
+
+# --------------------------------------------------------------------------- verified reading
+
+
+def _read_verified(path: Path, name: str, meta) -> bytes:
+  if not isinstance(meta, dict) or os.path.basename(name) != name or name in ("", ".", ".."):
+    raise _Unusable(f"{MANIFEST_FILE} lists a bad file entry {name!r}")
+  file = path / name
+  if not file.is_file():
+    raise _Unusable(f"{name} is missing")
+  data = file.read_bytes()
+  if len(data) != meta.get("size"):
+    raise _Unusable(f"{name} has {len(data)} bytes, the manifest says {meta.get('size')} "
+                    "(truncated or overwritten)")
+  if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+    raise _Unusable(f"{name} SHA-256 does not match the manifest (corrupt)")
+  return data
+
+
+def _load_verified(ckpt: CheckpointInfo) -> tuple[dict, dict]:
+  """Stored arrays and manifest of a checkpoint, or ``_Unusable`` naming the bad file."""
+  manifest = _read_manifest(ckpt.path, ckpt.step)
+  files = manifest.get("files")
+  if not isinstance(files, dict) or STATE_FILE not in files:
+    raise _Unusable(f"{MANIFEST_FILE} does not list {STATE_FILE}")
+  contents = {name: _read_verified(ckpt.path, name, meta) for name, meta in files.items()}
+  try:
+    arrays = serialization.msgpack_restore(contents[STATE_FILE])
+  except Exception as e:  # hash matched, so this is a writer bug; still never fatal here
+    raise _Unusable(f"{STATE_FILE} cannot be decoded: {e}") from e
+  if not isinstance(arrays, dict):
+    raise _Unusable(f"{STATE_FILE} does not hold a table of arrays")
+  return arrays, manifest
+
+
+def _warn_skipped(ckpt: CheckpointInfo, reason: str) -> None:
+  message = (f"checkpoint {ckpt.path} is unusable: {reason}; falling back to an older "
+             "checkpoint")
+  _LOG.warning(message)
+  warnings.warn(message, CheckpointWarning, stacklevel=3)
+
+
+def restore(directory, template, *, step: int | None = None) -> tuple[Any, dict]:
+  """Restore the newest good checkpoint into the structure of ``template``.
+
+  ``template`` is a pytree of the same structure (concrete arrays, or ``jax.ShapeDtypeStruct``
+  from ``jax.eval_shape``); leaves come back as jax arrays, numpy arrays, Python scalars or
+  typed PRNG keys, matching the template. Damaged checkpoints are skipped with a warning; a
+  template mismatch is raised at once (older checkpoints would not match either).
+  With ``step``, exactly that checkpoint is restored, or an error raised.
+
+  Returns ``(state, manifest)``; ``manifest["step"]`` is the step actually restored.
+  """
+  checkpoints = list_checkpoints(directory)
+  if not checkpoints:
+    raise NoCheckpointError(f"no checkpoints in {directory} (looked for ckpt-<step> directories)")
+  if step is not None:
+    chosen = [c for c in checkpoints if c.step == step]
+    if not chosen:
+      steps = ", ".join(str(c.step) for c in checkpoints)
+      raise NoCheckpointError(f"no checkpoint for step {step} in {directory}; steps: {steps}")
+    try:
+      arrays, manifest = _load_verified(chosen[0])
+    except _Unusable as e:
+      raise CheckpointError(f"checkpoint {chosen[0].path} is unusable: {e}") from e
+    return _unflatten(template, arrays, manifest, chosen[0].path), manifest
+  failures = []
+  for ckpt in reversed(checkpoints):
+    try:
+      arrays, manifest = _load_verified(ckpt)
+    except _Unusable as e:
+      failures.append(f"{ckpt.path.name}: {e}")
+      _warn_skipped(ckpt, str(e))
+      continue
+    if failures:
+      _LOG.warning("restored checkpoint %s after skipping %d damaged one(s)", ckpt.path,
+                   len(failures))
+    return _unflatten(template, arrays, manifest, ckpt.path), manifest
+  raise CheckpointError(f"no usable checkpoint in {directory}:\n  " + "\n  ".join(failures))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _fsync_dir(path: Path) -> None:
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:  # platforms that cannot open directories (Windows): rename is all we get
+    return
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass
+  finally:
+    os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> dict:
+  with open(path, "xb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+  return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def _remove_leftovers(directory: Path) -> None:
+  """Temporary directories of a save that crashed (single writer: none is in progress)."""
+  for entry in directory.iterdir():
+    if entry.name.startswith((_TMP_PREFIX, _TRASH_PREFIX)) and entry.is_dir():
+      _LOG.info("removing leftover %s from an interrupted save", entry)
+      shutil.rmtree(entry, ignore_errors=True)
+
+
+def _install(directory: Path, tmp: Path, step: int) -> Path:
+  """Rename ``tmp`` to its final name; a checkpoint of the same step is replaced."""
+  final = directory / f"ckpt-{step:012d}"
+  trash = None
+  if final.exists():
+    trash = directory / f"{_TRASH_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
+    os.rename(final, trash)
+  os.rename(tmp, final)
+  _fsync_dir(directory)
+  if trash is not None:
+    shutil.rmtree(trash, ignore_errors=True)
+  return final
+
+
+def _prune(directory: Path, keep: int | None) -> None:
+  if keep is None:
+    return
+  for ckpt in list_checkpoints(directory)[:-keep]:
+    shutil.rmtree(ckpt.path, ignore_errors=True)
+
+
+def save(directory, step: int, state, *, config=None, counters: Mapping[str, Any] | None = None,
+         keep: int | None = 5) -> Path:
+  """Write ``state`` as checkpoint ``step`` atomically; returns its directory.
+
+  ``config`` (a dataclass or a dict) and ``counters`` (e.g. env steps, episodes) are stored
+  in the manifest as JSON. The newest ``keep`` checkpoints by step are kept (None: all);
+  a checkpoint of the same step is replaced.
+  """
+  if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+    raise CheckpointError(f"step must be a non-negative int, got {step!r}")
+  if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+    raise CheckpointError(f"keep must be a positive int or None (keep all), got {keep!r}")
+  step = int(step)
+  arrays, table = _flatten_state(state)
+  payload = serialization.msgpack_serialize(arrays)
+  directory = Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  _remove_leftovers(directory)
+  tmp = directory / f"{_TMP_PREFIX}{step:012d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+  tmp.mkdir()
+  try:
+    files = {STATE_FILE: _write_file(tmp / STATE_FILE, payload)}
+    manifest = _make_manifest(step, config, counters, table, files)
+    _write_file(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode("utf-8"))
+    _fsync_dir(tmp)
+    final = _install(directory, tmp, step)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  _prune(directory, keep)
+  return final
