@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from batchrl import simulate as S
+from batchrl import simulation as S
 from batchrl.agents.core import Transition
 from batchrl.agents.simple import fixed_agent, random_agent, sample_space
 from batchrl.envs.ingraph import InGraphBatchEnv
