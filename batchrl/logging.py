@@ -200,11 +200,23 @@ def read_metrics(run_dir) -> list[dict]:
   return records
 
 
+class _StderrHandler(logging.StreamHandler):
+  """Writes to whatever ``sys.stderr`` is now (test runners and notebooks swap it)."""
+
+  @property
+  def stream(self):
+    return sys.stderr
+
+  @stream.setter
+  def stream(self, value):
+    del value
+
+
 def setup_console_logging(level: int | str = logging.INFO) -> None:
   """Send the ``batchrl`` logger's records (``Score X`` lines...) to stderr, once."""
   _LOG.setLevel(level)
   if not any(getattr(h, "_batchrl_console", False) for h in _LOG.handlers):
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler._batchrl_console = True
     _LOG.addHandler(handler)

@@ -404,7 +404,7 @@ def from_dict(cls: type, values: Mapping[str, Any]):
   return cfg
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
   """Write via a temporary file and rename, so a crash never leaves half a config."""
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -430,7 +430,7 @@ def save_yaml(cfg, path, extra: Mapping[str, Any] | None = None) -> Path:
     raise ConfigError(f"cannot write {path}: extra must be plain data (numbers, strings, "
                       f"lists, dicts): {e}") from e
   path = Path(path)
-  _atomic_write_text(path, text)
+  atomic_write_text(path, text)
   return path
 
 

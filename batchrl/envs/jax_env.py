@@ -108,11 +108,14 @@ class GymnaxEnv:
 
   @property
   def observation_space(self) -> gym.Space:
-    return gymnax_space_to_gym(self.env.observation_space(self.params))
+    # gymnax builds bounds with jnp: evaluate them eagerly even inside a trace (jit/vmap)
+    with jax.ensure_compile_time_eval():
+      return gymnax_space_to_gym(self.env.observation_space(self.params))
 
   @property
   def action_space(self) -> gym.Space:
-    return gymnax_space_to_gym(self.env.action_space(self.params))
+    with jax.ensure_compile_time_eval():
+      return gymnax_space_to_gym(self.env.action_space(self.params))
 
   @property
   def max_episode_steps(self) -> int | None:

@@ -1,0 +1,393 @@
+"""BatchPPO as an ``Agent``: pure functions over one state pytree.
+
+Shapes: ``B`` envs, ``T = config.rollout_length``, ``D`` flattened observation size, ``A``
+action size. The algorithm, top to bottom:
+
+  act     normalize obs -> policy step (carry) -> sample (or mode) -> rescale/clip for the env
+  store   write raw obs/action/reward/done/next_obs, the acting policy and its input carry
+          into the ``[T, B]`` rollout; update the observation and reward normalizers;
+          advance the carry (zeroed where the episode ended)
+  update  normalize the rollout with the current statistics -> values of the network before
+          the update -> returns / advantages -> ``update_epochs`` passes of minibatch Adam
+          steps -> KL of the new policy on the whole rollout -> adapt the KL penalty beta
+
+The old policy of the ratio and of the KL is the one that acted (stored in the rollout),
+as in the original.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from batchrl.agents.core import Agent, Transition
+from batchrl.agents.ppo import losses
+from batchrl.agents.ppo.config import PPOConfig
+from batchrl.agents.ppo.networks import PPONetworks, make_networks, reset_carry
+from batchrl.ops.returns import discounted_returns, generalized_advantages
+from batchrl.ops.running_stats import RunningStats
+from batchrl.specs import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceInfo:
+  """What the agent needs to know of the env spec; static (no leaves) inside the state."""
+
+  observation_shape: tuple[int, ...]
+  discrete: bool
+  num_actions: int  # K for Discrete, A for Box
+  action_start: int  # Discrete.start
+  low: tuple[float, ...]  # Box bounds, () for Discrete
+  high: tuple[float, ...]
+  num_envs: int
+
+  @property
+  def observation_size(self) -> int:
+    return int(math.prod(self.observation_shape))
+
+  def action_space(self) -> gym.Space:
+    if self.discrete:
+      return gym.spaces.Discrete(self.num_actions)
+    return gym.spaces.Box(np.asarray(self.low, np.float32), np.asarray(self.high, np.float32),
+                          dtype=np.float32)
+
+
+jax.tree_util.register_static(SpaceInfo)
+
+
+class RolloutBuffer(NamedTuple):
+  """Raw experience of one rollout, ``[T, B, ...]``."""
+
+  obs: jax.Array  # [T, B, D]
+  raw_action: jax.Array  # [T, B, A] float or [T, B] int: the policy's sample
+  reward: jax.Array  # [T, B]
+  terminated: jax.Array  # [T, B] bool
+  truncated: jax.Array  # [T, B] bool
+  next_obs: jax.Array  # [T, B, D]
+  policy: Any  # distribution that acted, batch shape [T, B]
+  carry: Any  # policy carry that step t acted from, [T, B, H] (() when feed-forward)
+
+
+class PPOState(NamedTuple):
+  """Everything PPO learns and remembers; a pytree (checkpointable, vmappable)."""
+
+  params: dict  # {"policy", "value"}
+  opt_state: Any
+  obs_stats: RunningStats  # of raw observations [D]
+  reward_stats: RunningStats  # of raw per-step rewards []
+  penalty: jax.Array  # [] KL penalty beta
+  buffer: RolloutBuffer
+  carry: Any  # [B, H] policy carry to act from next
+  step: jax.Array  # [] int32 transitions stored in the current rollout
+  num_updates: jax.Array  # [] int32
+  num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
+  key: jax.Array  # minibatch shuffling
+  info: SpaceInfo
+
+
+class UpdateData(NamedTuple):
+  """The rollout prepared for training; ``[T, B]`` or, cut into sequences, ``[S, L]``."""
+
+  obs: jax.Array
+  raw_action: jax.Array
+  old_policy: Any
+  advantages: jax.Array
+  returns: jax.Array
+  old_values: jax.Array
+  reset: jax.Array  # the carry is zeroed before this step (an episode starts)
+  carry: Any  # [T, B, ...] -> [S, ...] at sequence starts
+
+
+def make_ppo(config: PPOConfig | None = None) -> Agent:
+  """BatchPPO (KL penalty, default) or clipped PPO as an ``Agent``; ``period = rollout_length``."""
+  config = PPOConfig() if config is None else config
+  if not isinstance(config, PPOConfig):
+    raise TypeError(f"make_ppo takes a PPOConfig, got {type(config).__name__}.")
+  return Agent(
+      init=lambda key, spec: init(config, key, spec),
+      act=lambda state, obs, key, deterministic=False: act(config, state, obs, key,
+                                                           deterministic),
+      store=lambda state, transition: store(config, state, transition),
+      update=lambda state: update(config, state),
+      ready=lambda state: state.step >= config.rollout_length,
+      track=lambda state, transition: track(config, state, transition),
+      period=config.rollout_length,
+      name="ppo")
+
+
+# ------------------------------------------------------------------------------ init
+
+
+def space_info(spec: EnvSpec) -> SpaceInfo:
+  """Validates the spec for PPO and keeps what the agent needs of it."""
+  obs, action = spec.observation_space, spec.action_space
+  if not isinstance(obs, gym.spaces.Box):
+    raise TypeError(f"PPO needs a Box observation space, got {obs}. Flatten Dict/Tuple "
+                    "observations or one-hot Discrete ones with a wrapper.")
+  if isinstance(action, gym.spaces.Discrete):
+    return SpaceInfo(tuple(obs.shape), True, int(action.n), int(action.start), (), (),
+                     spec.num_envs)
+  if isinstance(action, gym.spaces.Box) and len(action.shape) == 1:
+    low = tuple(float(x) for x in action.low)
+    high = tuple(float(x) for x in action.high)
+    return SpaceInfo(tuple(obs.shape), False, int(action.shape[0]), 0, low, high,
+                     spec.num_envs)
+  raise TypeError(f"PPO supports Discrete and 1-D Box action spaces, got {action}.")
+
+
+def _networks(config: PPOConfig, info: SpaceInfo) -> PPONetworks:
+  return make_networks(config, info.observation_size, info.action_space())
+
+
+def _num_minibatches(config: PPOConfig, info: SpaceInfo) -> int:
+  total = config.rollout_length * info.num_envs
+  if config.batch_size is None:
+    return 1
+  if total % config.batch_size:
+    raise ValueError(f"PPOConfig.batch_size ({config.batch_size}) must divide the rollout "
+                     f"of rollout_length * num_envs = {config.rollout_length} * "
+                     f"{info.num_envs} = {total} transitions.")
+  return total // config.batch_size
+
+
+def _optimizer(config: PPOConfig, info: SpaceInfo) -> optax.GradientTransformation:
+  learning_rate = _learning_rate_schedule(config, info)
+  clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
+          if config.max_grad_norm is not None else [])
+  return optax.chain(*clip, optax.adam(learning_rate, eps=config.adam_epsilon))
+
+
+def _learning_rate_schedule(config: PPOConfig, info: SpaceInfo):
+  if config.total_updates is None:
+    return optax.constant_schedule(config.learning_rate)
+  steps = config.total_updates * config.update_epochs * _num_minibatches(config, info)
+  return optax.linear_schedule(config.learning_rate, 0.0, steps)
+
+
+def init(config: PPOConfig, key: jax.Array, spec: EnvSpec) -> PPOState:
+  """Fresh parameters, optimizer, normalizers, an empty rollout and zero carries."""
+  info = space_info(spec)
+  _num_minibatches(config, info)  # validates batch_size against num_envs
+  nets = _networks(config, info)
+  params_key, state_key = jax.random.split(key)
+  params = nets.init(params_key)
+  carry = nets.initial_carry(info.num_envs)
+  size, steps = info.observation_size, config.rollout_length
+  zero_obs = jnp.zeros((info.num_envs, size), jnp.float32)
+  policy = nets.policy(params["policy"], carry, zero_obs)[1]
+  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
+  action_shape = () if info.discrete else (info.num_actions,)
+  action_dtype = jnp.int32 if info.discrete else jnp.float32
+  flags = jnp.zeros((steps, info.num_envs), jnp.bool_)
+  buffer = RolloutBuffer(
+      obs=per_step(zero_obs), raw_action=jnp.zeros((steps, info.num_envs) + action_shape,
+                                                   action_dtype),
+      reward=jnp.zeros((steps, info.num_envs), jnp.float32), terminated=flags,
+      truncated=flags, next_obs=per_step(zero_obs), policy=jax.tree.map(per_step, policy),
+      carry=jax.tree.map(per_step, carry))
+  zero = jnp.int32(0)
+  return PPOState(params, _optimizer(config, info).init(params),
+                  RunningStats.create((size,)), RunningStats.create(()),
+                  jnp.float32(config.kl_init_penalty), buffer, carry, zero, zero, zero,
+                  state_key, info)
+
+
+# ------------------------------------------------------------------------------- act
+
+
+def _flat_obs(obs: jax.Array, info: SpaceInfo) -> jax.Array:
+  """``[..., *obs_shape] -> [..., D]`` float32."""
+  lead = jnp.shape(obs)[:jnp.ndim(obs) - len(info.observation_shape)]
+  return jnp.reshape(jnp.asarray(obs, jnp.float32), lead + (info.observation_size,))
+
+
+def normalize_obs(config: PPOConfig, state: PPOState, flat_obs: jax.Array) -> jax.Array:
+  if not config.normalize_observations:
+    return flat_obs
+  return state.obs_stats.normalize(flat_obs, clip=config.observation_clip,
+                                   epsilon=config.normalizer_epsilon)
+
+
+def normalize_rewards(config: PPOConfig, state: PPOState, rewards: jax.Array) -> jax.Array:
+  if not config.normalize_rewards:
+    return rewards
+  return state.reward_stats.normalize(rewards, center=False, clip=config.reward_clip,
+                                      epsilon=config.normalizer_epsilon)
+
+
+def env_action(config: PPOConfig, info: SpaceInfo, raw_action: jax.Array) -> jax.Array:
+  """The policy's sample as the env takes it: offset (Discrete) or rescaled/clipped (Box)."""
+  if info.discrete:
+    return raw_action + info.action_start
+  low, high = jnp.asarray(info.low), jnp.asarray(info.high)
+  finite = jnp.isfinite(low) & jnp.isfinite(high)
+  action = raw_action
+  if config.rescale_actions:
+    scaled = low + (raw_action + 1.0) * 0.5 * (high - low)
+    action = jnp.where(finite, scaled, raw_action)
+  if config.clip_actions:
+    action = jnp.clip(action, low, high)
+  return action
+
+
+def act(config: PPOConfig, state: PPOState, obs: jax.Array, key: jax.Array,
+        deterministic: bool = False):
+  """``obs[B, ...] -> (action[B, ...], extras)``; extras hold the raw sample, the policy
+  that acted and the next carry, all ``[B, ...]``."""
+  nets = _networks(config, state.info)
+  flat = normalize_obs(config, state, _flat_obs(obs, state.info))
+  carry, policy = nets.policy(state.params["policy"], state.carry, flat)
+  raw_action = policy.mode() if deterministic else policy.sample(key)
+  extras = {"raw_action": raw_action, "policy": policy, "carry": carry}
+  return env_action(config, state.info, raw_action), extras
+
+
+# ----------------------------------------------------------------------------- store
+
+
+def store(config: PPOConfig, state: PPOState, transition: Transition) -> PPOState:
+  """Writes one ``[B]`` transition at ``state.step`` and updates the normalizers."""
+  info = state.info
+  obs = _flat_obs(transition.obs, info)
+  row = RolloutBuffer(obs, transition.extras["raw_action"],
+                      jnp.asarray(transition.reward, jnp.float32),
+                      jnp.asarray(transition.terminated, jnp.bool_),
+                      jnp.asarray(transition.truncated, jnp.bool_),
+                      _flat_obs(transition.next_obs, info), transition.extras["policy"],
+                      state.carry)
+  index = state.step % config.rollout_length
+  buffer = jax.tree.map(
+      lambda column, x: jax.lax.dynamic_update_index_in_dim(column, x.astype(column.dtype),
+                                                            index, 0),
+      state.buffer, row)
+  state = track(config, state, transition)
+  return state._replace(
+      buffer=buffer, step=state.step + 1, num_steps=state.num_steps + info.num_envs,
+      obs_stats=state.obs_stats.update(obs),
+      reward_stats=state.reward_stats.update(row.reward))
+
+
+def track(config: PPOConfig, state: PPOState, transition: Transition) -> PPOState:
+  """Advances the policy carry; zeroes it for envs whose episode ended."""
+  del config
+  return state._replace(carry=reset_carry(transition.extras["carry"], transition.done))
+
+
+# ---------------------------------------------------------------------------- update
+
+
+def update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
+  """Trains on the stored rollout; returns the new state (rollout emptied) and metrics."""
+  nets = _networks(config, state.info)
+  data = prepare(config, nets, state)
+  key, epochs_key = jax.random.split(state.key)
+  sequences = to_sequences(data, config.steps_chunk)
+  params, opt_state, metrics = train_epochs(config, nets, state, sequences, epochs_key)
+  kl = jnp.mean(sequences_kl(nets, params, sequences))
+  penalty = state.penalty
+  if config.policy_objective == "kl_penalty":
+    penalty = losses.adapt_penalty(penalty, kl, config.kl_target)
+  schedule = _learning_rate_schedule(config, state.info)
+  steps_per_update = config.update_epochs * _num_minibatches(config, state.info)
+  metrics.update(kl=kl, penalty=penalty,
+                 learning_rate=schedule(state.num_updates * steps_per_update),
+                 value_mean=jnp.mean(data.old_values), return_mean=jnp.mean(data.returns))
+  state = state._replace(params=params, opt_state=opt_state, penalty=penalty, key=key,
+                         step=jnp.int32(0), num_updates=state.num_updates + 1)
+  return state, metrics
+
+
+def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState) -> UpdateData:
+  """Normalized ``[T, B]`` training data: values before the update, returns, advantages."""
+  batch = state.buffer
+  obs = normalize_obs(config, state, batch.obs)
+  next_obs = normalize_obs(config, state, batch.next_obs)
+  rewards = normalize_rewards(config, state, batch.reward)
+  values = nets.value(state.params["value"], obs)
+  next_values = nets.value(state.params["value"], next_obs)
+  returns = discounted_returns(rewards, batch.terminated, batch.truncated, next_values,
+                               config.discount)
+  if config.gae_lambda is None:
+    advantages = returns - values
+  else:
+    advantages = generalized_advantages(rewards, values, next_values, batch.terminated,
+                                        batch.truncated, config.discount, config.gae_lambda)
+    if config.value_target == "lambda_return":
+      returns = advantages + values
+  if config.normalize_advantages:
+    advantages = losses.normalize(advantages)
+  done = jnp.logical_or(batch.terminated, batch.truncated)
+  reset = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
+  return UpdateData(obs, batch.raw_action, batch.policy, jax.lax.stop_gradient(advantages),
+                    jax.lax.stop_gradient(returns), values, reset, batch.carry)
+
+
+def to_sequences(data: UpdateData, length: int) -> UpdateData:
+  """``[T, B, ...] -> [S, L, ...]`` with ``S = B * T / L`` sequences of ``L = length`` steps;
+  the carry keeps only each sequence's first step, ``[S, ...]``."""
+
+  def cut(x):
+    steps, batch = x.shape[:2]
+    x = x.reshape((steps // length, length, batch) + x.shape[2:])
+    x = jnp.moveaxis(x, 2, 0)  # [B, T/L, L, ...]
+    return x.reshape((batch * (steps // length), length) + x.shape[3:])
+
+  sequences = jax.tree.map(cut, data._replace(carry=()))
+  starts = jax.tree.map(lambda c: cut(c)[:, 0], data.carry)
+  return sequences._replace(carry=starts)
+
+
+def sequence_loss(config: PPOConfig, nets: PPONetworks, params, penalty, data: UpdateData):
+  """Loss on ``M`` sequences ``[M, L]`` (run time-major through the policy)."""
+  time_major = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data._replace(carry=()))
+  policy = nets.unroll(params["policy"], data.carry, time_major.obs, time_major.reset)
+  values = nets.value(params["value"], time_major.obs)
+  return losses.ppo_loss(policy, time_major.old_policy, time_major.raw_action,
+                         time_major.advantages, values, time_major.returns,
+                         time_major.old_values, penalty, config)
+
+
+def sequences_kl(nets: PPONetworks, params, data: UpdateData) -> jax.Array:
+  """``KL(old || new)`` per step ``[L, S]`` of all sequences under ``params``."""
+  time_major = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data._replace(carry=()))
+  policy = nets.unroll(params["policy"], data.carry, time_major.obs, time_major.reset)
+  return time_major.old_policy.kl(policy)
+
+
+def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
+                 sequences: UpdateData, key: jax.Array):
+  """``update_epochs`` shuffled passes of minibatch Adam steps over ``[S, L]`` sequences.
+
+  Returns the new params and optimizer state, and the loss metrics averaged over steps.
+  """
+  optimizer = _optimizer(config, state.info)
+  num_minibatches = _num_minibatches(config, state.info)
+  num_sequences = jax.tree.leaves(sequences)[0].shape[0]
+  grad_fn = jax.value_and_grad(
+      lambda params, batch: sequence_loss(config, nets, params, state.penalty, batch),
+      has_aux=True)
+
+  def minibatch_step(carry, batch):
+    params, opt_state = carry
+    (_, metrics), grads = grad_fn(params, batch)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return (params, opt_state), dict(metrics, grad_norm=optax.global_norm(grads))
+
+  def epoch(carry, epoch_key):
+    if num_minibatches == 1:  # one full batch: its order does not matter
+      return jax.lax.scan(minibatch_step, carry, jax.tree.map(lambda x: x[None], sequences))
+    order = jax.random.permutation(epoch_key, num_sequences)
+    split = lambda x: x[order].reshape(  # noqa: E731
+        (num_minibatches, num_sequences // num_minibatches) + x.shape[1:])
+    return jax.lax.scan(minibatch_step, carry, jax.tree.map(split, sequences))
+
+  keys = jax.random.split(key, config.update_epochs)
+  (params, opt_state), metrics = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
+  return params, opt_state, jax.tree.map(jnp.mean, metrics)

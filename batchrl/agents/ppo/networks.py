@@ -1,0 +1,189 @@
+"""PPO networks: a policy (feed-forward or recurrent) and a separate value MLP.
+
+Shapes: ``B`` envs (or minibatch rows), ``T`` steps, ``D`` flattened observation size,
+``A`` action size, ``K`` discrete actions, ``H`` recurrent cell size.
+
+The policy is one step ``(params, carry, obs[B, D]) -> (carry, dist)``; feed-forward
+policies have the empty carry ``()`` so both kinds share every code path. ``unroll`` runs
+a policy over a time-major sequence ``[T, B, D]`` with carries reset at episode starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import flax.linen as nn
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl.agents.ppo.config import PPOConfig
+from batchrl.networks.distributions import Categorical, DiagGaussian
+
+_ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
+
+
+class MLP(nn.Module):
+  """Dense layers with an activation after each; ``[..., D] -> [..., layers[-1]]``."""
+
+  layers: tuple[int, ...]
+  activation: str = "relu"
+
+  @nn.compact
+  def __call__(self, x):
+    for size in self.layers:
+      x = _ACTIVATIONS[self.activation](nn.Dense(size)(x))
+    return x
+
+
+class GaussianHead(nn.Module):
+  """``tanh`` mean with a small init; state-independent ``std = softplus(w)``, ``[..., A]``."""
+
+  action_size: int
+  init_output_factor: float
+  init_std: float
+
+  @nn.compact
+  def __call__(self, x):
+    kernel = nn.initializers.variance_scaling(self.init_output_factor, "fan_avg", "uniform")
+    mean = jnp.tanh(nn.Dense(self.action_size, kernel_init=kernel)(x))
+    raw_init = float(np.log(np.expm1(self.init_std)))  # softplus^-1(init_std)
+    raw_std = self.param("raw_std", nn.initializers.constant(raw_init), (self.action_size,))
+    std = jnp.broadcast_to(nn.softplus(raw_std), mean.shape)
+    return DiagGaussian(mean, std)
+
+
+class CategoricalHead(nn.Module):
+  """Logits ``[..., K]`` from a small-init dense layer (near-uniform initial policy)."""
+
+  num_actions: int
+  init_output_factor: float
+
+  @nn.compact
+  def __call__(self, x):
+    kernel = nn.initializers.variance_scaling(self.init_output_factor, "fan_avg", "uniform")
+    return Categorical(nn.Dense(self.num_actions, kernel_init=kernel)(x))
+
+
+class Policy(nn.Module):
+  """One policy step: ``(carry, obs[..., D]) -> (carry, dist)``; ``carry`` is ``()`` when
+  feed-forward, else the state of a GRU/LSTM cell that replaces the last hidden layer."""
+
+  layers: tuple[int, ...]
+  activation: str
+  recurrent: str | None
+  head: nn.Module
+
+  @nn.compact
+  def __call__(self, carry, obs):
+    if self.recurrent is None:
+      return carry, self.head(MLP(self.layers, self.activation)(obs))
+    hidden = MLP(self.layers[:-1], self.activation)(obs)
+    cell = _cell(self.recurrent, self.layers[-1])
+    carry, out = cell(carry, hidden)
+    return carry, self.head(out)
+
+
+class Value(nn.Module):
+  """``[..., D] -> [...]`` state values."""
+
+  layers: tuple[int, ...]
+  activation: str
+
+  @nn.compact
+  def __call__(self, obs):
+    return nn.Dense(1)(MLP(self.layers, self.activation)(obs))[..., 0]
+
+
+def _cell(kind: str, size: int) -> nn.Module:
+  if kind == "gru":
+    return nn.GRUCell(features=size)
+  return nn.OptimizedLSTMCell(features=size)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPONetworks:
+  """Pure functions over the ``{"policy", "value"}`` parameter dict.
+
+  Attributes:
+    init: ``key -> params``.
+    policy: ``(policy_params, carry, obs[B, D]) -> (carry, dist[B])``.
+    value: ``(value_params, obs[..., D]) -> [...]``.
+    initial_carry: ``batch -> carry`` zeros (``()`` when feed-forward).
+    recurrent: whether the policy carries a state.
+  """
+
+  init: Callable[[jax.Array], dict]
+  policy: Callable[..., tuple[Any, Any]]
+  value: Callable[..., jax.Array]
+  initial_carry: Callable[[int], Any]
+  recurrent: bool
+
+  def unroll(self, params, carry, obs, reset):
+    """Policy over ``obs[T, B, D]`` from ``carry[B]``, zeroing carries where ``reset[T, B]``.
+
+    Returns the time-major distribution ``[T, B]``. Feed-forward policies ignore carry
+    and reset and apply to all steps at once.
+    """
+    if not self.recurrent:
+      return self.policy(params, (), obs)[1]
+
+    def step(carry, inputs):
+      obs_t, reset_t = inputs
+      carry = reset_carry(carry, reset_t)
+      carry, dist = self.policy(params, carry, obs_t)
+      return carry, dist
+
+    return jax.lax.scan(step, carry, (obs, reset))[1]
+
+
+def reset_carry(carry, reset: jax.Array):
+  """Zeros the carries of rows where ``reset[B]`` is true (any carry pytree of ``[B, ...]``)."""
+
+  def zero(c):
+    mask = jnp.reshape(reset, reset.shape + (1,) * (c.ndim - reset.ndim))
+    return jnp.where(mask, jnp.zeros_like(c), c)
+
+  return jax.tree.map(zero, carry)
+
+
+def make_networks(config: PPOConfig, observation_size: int,
+                  action_space: gym.Space) -> PPONetworks:
+  """Policy and value networks for flattened observations of ``observation_size``."""
+  policy = Policy(config.policy_layers, config.activation, config.recurrent,
+                  _head(config, action_space))
+  value = Value(config.value_layers, config.activation)
+  cell_size = config.policy_layers[-1] if config.recurrent else 0
+
+  def initial_carry(batch: int):
+    zeros = jnp.zeros((batch, cell_size), jnp.float32)
+    if config.recurrent == "gru":
+      return zeros
+    if config.recurrent == "lstm":
+      return (zeros, zeros)
+    return ()
+
+  def init(key):
+    policy_key, value_key = jax.random.split(key)
+    dummy = jnp.zeros((1, observation_size), jnp.float32)
+    return {"policy": policy.init(policy_key, initial_carry(1), dummy)["params"],
+            "value": value.init(value_key, dummy)["params"]}
+
+  def apply_policy(params, carry, obs):
+    return policy.apply({"params": params}, carry, obs)
+
+  def apply_value(params, obs):
+    return value.apply({"params": params}, obs)
+
+  return PPONetworks(init, apply_policy, apply_value, initial_carry,
+                     config.recurrent is not None)
+
+
+def _head(config: PPOConfig, space: gym.Space) -> nn.Module:
+  if isinstance(space, gym.spaces.Discrete):
+    return CategoricalHead(int(space.n), config.init_output_factor)
+  if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+    return GaussianHead(int(space.shape[0]), config.init_output_factor, config.init_std)
+  raise TypeError(f"PPO supports Discrete and 1-D Box action spaces; got {space}. "
+                  "Flatten multi-dimensional Box actions with a wrapper first.")

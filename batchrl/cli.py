@@ -1,0 +1,115 @@
+"""The ``batchrl`` command: ``train``, ``visualize`` and ``configs``.
+
+    batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
+                  [--set key=value ...]
+    batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
+                      [--checkpoint PATH] [--allow-untrained]
+    batchrl configs [NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+log = logging.getLogger("batchrl")
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
+  sub = parser.add_subparsers(dest="command", required=True)
+
+  train = sub.add_parser("train", help="train a named config (resumes an existing run)")
+  train.add_argument("--config", required=True, help="named config (see `batchrl configs`)")
+  train.add_argument("--logdir", required=True, help="directory holding run directories")
+  train.add_argument("--timestamp", help="run directory prefix; an existing run resumes")
+  train.add_argument("--seed", type=int, help="shortcut for --set run.seed=S")
+  train.add_argument("--seeds", type=int, help="train K agents at once in one compiled "
+                     "program (gymnax backend only)")
+  train.add_argument("--set", dest="overrides", action="append", default=[],
+                     metavar="KEY=VALUE", help="override a config field (repeatable)")
+  train.add_argument("--no-progress", action="store_true", help="no progress bar")
+  train.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
+
+  vis = sub.add_parser("visualize", help="record videos of a trained run's policy")
+  vis.add_argument("--logdir", required=True, help="the run directory (<T>-<config>)")
+  vis.add_argument("--outdir", required=True, help="where videos and stats are written")
+  vis.add_argument("--num-episodes", type=int, default=1)
+  vis.add_argument("--checkpoint", help="a checkpoint directory (default: the latest good)")
+  vis.add_argument("--allow-untrained", action="store_true",
+                   help="record a freshly initialised policy when there is no checkpoint")
+  vis.add_argument("--seed", type=int, default=0)
+
+  configs = sub.add_parser("configs", help="list named configs, or show one")
+  configs.add_argument("name", nargs="?")
+  return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+  from batchrl.logging import setup_console_logging
+  setup_console_logging()
+  from batchrl.configs.base import ConfigError
+  from batchrl.checkpoint import CheckpointError
+
+  try:
+    if args.command == "train":
+      return _train(args)
+    if args.command == "visualize":
+      return _visualize(args)
+    return _configs(args)
+  except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
+    print(f"batchrl {args.command}: error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    print(f"batchrl {args.command}: interrupted; the last checkpoint is kept.",
+          file=sys.stderr)
+    return 130
+
+
+def _train(args) -> int:
+  from batchrl import configs, experiment
+
+  exp = configs.get(args.config)
+  overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
+  exp = configs.apply_overrides(exp, overrides)
+  run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
+  exp, resumed = experiment.prepare_run(run_dir, exp, overrides if args.timestamp else [])
+  log.info("%s run %s", "Resuming" if resumed else "Starting", run_dir)
+  result = experiment.train(exp, run_dir, seeds=args.seeds,
+                            progress=not args.no_progress and sys.stderr.isatty(),
+                            use_tensorboard=not args.no_tensorboard)
+  log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
+  return 0
+
+
+def _visualize(args) -> int:
+  os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering, no display needed
+  os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+  os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+  from batchrl import visualize
+
+  result = visualize.visualize(args.logdir, args.outdir, num_episodes=args.num_episodes,
+                               checkpoint_path=args.checkpoint,
+                               allow_untrained=args.allow_untrained, seed=args.seed)
+  for episode in result["episodes"]:
+    log.info("Episode %d: return %.2f, length %d -> %s", episode["index"], episode["return"],
+             episode["length"], episode["video"])
+  return 0
+
+
+def _configs(args) -> int:
+  from batchrl import configs
+  from batchrl.configs.base import describe
+
+  if args.name is None:
+    print(configs.REGISTRY.table())
+    return 0
+  exp = configs.get(args.name)
+  print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[ppo]\n{describe(exp.ppo)}")
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

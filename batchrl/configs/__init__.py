@@ -1,0 +1,211 @@
+"""Named experiment configs: ``batchrl train --config NAME`` (list them with ``batchrl configs``).
+
+An experiment is a ``RunConfig`` (environment, budget, cadence) plus the agent's config
+(``PPOConfig``). Overrides (``--set key=value``) name a field of either; a name that exists in
+both must be prefixed (``run.seed`` / ``ppo.discount``), and ``run.``/``ppo.`` prefixes are
+always accepted.
+
+Host configs keep the original Batch PPO values (``reference/batch-ppo.md``) where they
+still make sense; ``update_every`` (episodes) became ``rollout_length`` (steps per env, one
+episode's worth), and the original's ``batch_size`` in episodes became transitions.
+``pendulum`` uses values measured to learn within minutes on 2 cores instead of the
+original's 1e6-step setting (kept as ``pendulum_original``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, Iterable
+
+from batchrl.agents.ppo.config import PPOConfig, cartpole_fused, pendulum_fused
+from batchrl.configs.base import ConfigError, Registry, configclass, override, param, to_dict
+
+BACKENDS = ("gymnax", "gymnasium")
+
+
+@configclass
+class RunConfig:
+  """How an experiment runs: environment, budget, phases, checkpoints."""
+
+  env: str = param("Pendulum-v1", "Environment id (a Gymnasium id, or a gymnax id for the "
+                   "'gymnax' backend).")
+  backend: str = param("gymnasium", "'gymnax': JAX-native envs, the whole training loop is "
+                       "one compiled program; 'gymnasium': host envs in worker processes "
+                       "(BatchEnv) stepped from the compiled loop through io_callback.")
+  num_envs: int = param(30, "Environments stepped as one batch (the original's num_agents).")
+  num_workers: int = param(2, "gymnasium backend: worker processes hosting the envs "
+                           "(0 = step them in the main process).")
+  max_length: int | None = param(None, "Episode step limit (LimitDuration, reported as "
+                                 "truncation); None keeps the env's own limit.")
+  normalize_ranges: bool = param(True, "gymnasium backend: map bounded observations and "
+                                 "actions to [-1, 1] (RangeNormalize + ClipAction).")
+  steps: int = param(1_000_000, "Total training environment steps.")
+  report_every: int = param(20_000, "Training steps between reports (log line, metrics, "
+                            "TensorBoard); rounded up to whole updates. The budget is "
+                            "rounded up to whole reports.")
+  eval_every: int = param(100_000, "Training steps between evaluation phases (0 = only "
+                          "at the end).")
+  eval_steps: int | None = param(None, "Steps per env in an evaluation phase; None = "
+                                 "max_length or the env's episode limit.")
+  checkpoint_every: int = param(100_000, "Training steps between checkpoints (always one "
+                                "at the end).")
+  keep_checkpoints: int = param(5, "How many recent checkpoints to keep.")
+  seed: int = param(0, "Seed of everything: agent init, env seeds, sampling.")
+  timeout: float = param(60.0, "gymnasium backend: seconds a worker may take for one step "
+                         "before it is reported as hung.")
+
+  def __post_init__(self):
+    if self.backend not in BACKENDS:
+      raise ConfigError(f"run.backend must be one of {BACKENDS}, got {self.backend!r}.")
+    for name in ("num_envs", "steps", "report_every", "keep_checkpoints"):
+      if getattr(self, name) < 1:
+        raise ConfigError(f"run.{name} must be >= 1, got {getattr(self, name)}.")
+    for name in ("num_workers", "eval_every", "checkpoint_every"):
+      if getattr(self, name) < 0:
+        raise ConfigError(f"run.{name} must be >= 0, got {getattr(self, name)}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """A named config: the run plus the agent's hyper-parameters."""
+
+  name: str
+  run: RunConfig
+  ppo: PPOConfig
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"config": self.name, "agent": "ppo", "run": to_dict(self.run),
+            "ppo": to_dict(self.ppo)}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> "Experiment":
+    from batchrl.configs.base import from_dict
+    unknown = set(values) - {"config", "agent", "run", "ppo"}
+    if unknown:
+      raise ConfigError(f"unknown top-level keys {sorted(unknown)} in experiment config; "
+                        "valid: config, agent, run, ppo.")
+    return cls(values["config"], from_dict(RunConfig, values["run"]),
+               from_dict(PPOConfig, values["ppo"]))
+
+
+def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
+  """``--set key=value`` for fields of ``run`` or ``ppo`` (prefix optional when unique)."""
+  run_keys = {f.name for f in dataclasses.fields(RunConfig)}
+  ppo_keys = {f.name for f in dataclasses.fields(PPOConfig)}
+  run_items, ppo_items = [], []
+  for item in items:
+    key, sep, value = item.partition("=")
+    if not sep:
+      raise ConfigError(f"override {item!r} must look like key=value.")
+    key = key.strip()
+    section, _, field = key.rpartition(".")
+    if section in ("run", "ppo"):
+      (run_items if section == "run" else ppo_items).append(f"{field}={value}")
+    elif section:
+      raise ConfigError(f"unknown section {section!r} in {key!r}; valid: run, ppo.")
+    elif field in run_keys and field in ppo_keys:
+      raise ConfigError(f"{field!r} is a field of both run and ppo; write run.{field} or "
+                        f"ppo.{field}.")
+    elif field in run_keys:
+      run_items.append(f"{field}={value}")
+    elif field in ppo_keys:
+      ppo_items.append(f"{field}={value}")
+    else:
+      raise ConfigError(_unknown_key(field, run_keys, ppo_keys))
+  return dataclasses.replace(exp, run=override(exp.run, run_items),
+                             ppo=override(exp.ppo, ppo_items))
+
+
+def _unknown_key(key: str, run_keys: set[str], ppo_keys: set[str]) -> str:
+  options = [f"run.{k}" for k in run_keys] + [f"ppo.{k}" for k in ppo_keys]
+  bare = sorted(run_keys | ppo_keys)
+  close = difflib.get_close_matches(key, bare, n=3, cutoff=0.6)
+  hint = f" Did you mean {', '.join(close)}?" if close else ""
+  return (f"unknown config key {key!r}.{hint} Valid keys: {', '.join(sorted(options))} "
+          "(see `batchrl configs NAME`).")
+
+
+# --------------------------------------------------------------------------- named configs
+
+REGISTRY = Registry("config")
+
+# The original's defaults, as a base for the host (Gymnasium) configs.
+_ORIGINAL_PPO = PPOConfig()
+
+
+def _mujoco(name: str, env: str, steps: int, **ppo) -> Experiment:
+  rollout = 1000 * ppo.pop("update_every_episodes", 30) // 30
+  return Experiment(name, RunConfig(
+      env=env, max_length=1000, steps=steps, report_every=100_000, eval_every=1_000_000,
+      checkpoint_every=1_000_000), dataclasses.replace(
+          _ORIGINAL_PPO, rollout_length=rollout, rescale_actions=False, **ppo))
+
+
+def pendulum() -> Experiment:
+  return Experiment("pendulum", RunConfig(
+      env="Pendulum-v1", num_envs=16, num_workers=2, max_length=200, steps=300_000,
+      report_every=20_000, eval_every=50_000, checkpoint_every=50_000),
+      dataclasses.replace(pendulum_fused(), rescale_actions=False))
+
+
+def pendulum_original() -> Experiment:
+  return Experiment("pendulum_original", RunConfig(
+      env="Pendulum-v1", max_length=200, steps=1_000_000), dataclasses.replace(
+          _ORIGINAL_PPO, rollout_length=200, batch_size=20 * 200, chunk_length=50))
+
+
+def cartpole() -> Experiment:
+  return Experiment("cartpole", RunConfig(
+      env="CartPole-v1", max_length=500, normalize_ranges=False, steps=200_000,
+      report_every=20_000, eval_every=50_000, checkpoint_every=50_000),
+      dataclasses.replace(_ORIGINAL_PPO, rollout_length=500))
+
+
+def cartpole_fused_config() -> Experiment:
+  ppo = cartpole_fused()
+  return Experiment("cartpole_fused", RunConfig(
+      env="CartPole-v1", backend="gymnax", num_envs=32, num_workers=0, steps=500_000,
+      report_every=50_000, eval_every=100_000, checkpoint_every=100_000), ppo)
+
+
+def pendulum_fused_config() -> Experiment:
+  ppo = pendulum_fused()
+  return Experiment("pendulum_fused", RunConfig(
+      env="Pendulum-v1", backend="gymnax", num_envs=16, num_workers=0, steps=500_000,
+      report_every=50_000, eval_every=100_000, checkpoint_every=100_000),
+      dataclasses.replace(ppo, rescale_actions=True))
+
+
+def _register_all() -> None:
+  REGISTRY.register("pendulum", pendulum, "Pendulum-v1, host envs; learns in minutes")
+  REGISTRY.register("pendulum_original", pendulum_original,
+                    "Pendulum-v1 with the original Batch PPO values (1e6 steps)")
+  REGISTRY.register("cartpole", cartpole, "CartPole-v1, host envs, categorical policy")
+  REGISTRY.register("cartpole_fused", cartpole_fused_config,
+                    "CartPole-v1 in gymnax: training is one compiled program")
+  REGISTRY.register("pendulum_fused", pendulum_fused_config,
+                    "Pendulum-v1 in gymnax: training is one compiled program")
+  mujoco = {
+      "reacher": ("Reacher-v5", 5_000_000, dict(discount=0.985, update_every_episodes=60)),
+      "cheetah": ("HalfCheetah-v5", 10_000_000, dict(discount=0.99)),
+      "walker": ("Walker2d-v5", 10_000_000, {}),
+      "hopper": ("Hopper-v5", 10_000_000, dict(update_every_episodes=60)),
+      "ant": ("Ant-v5", 20_000_000, {}),
+      "humanoid": ("Humanoid-v5", 50_000_000, dict(update_every_episodes=60)),
+  }
+  for name, (env, steps, ppo) in mujoco.items():
+    factory = lambda name=name, env=env, steps=steps, ppo=ppo: _mujoco(
+        name, env, steps, **dict(ppo))
+    REGISTRY.register(name, factory, f"{env} (MuJoCo), original Batch PPO values")
+
+
+_register_all()
+
+
+def get(name: str) -> Experiment:
+  """The named experiment config; an unknown name is an error naming the closest ones."""
+  return REGISTRY.get(name)
+
+
+def names() -> list[str]:
+  return REGISTRY.names()

@@ -1,0 +1,268 @@
+"""Runs a named experiment: builds env and agent, alternates train/eval phases, logs, checkpoints.
+
+A run directory holds ``config.yaml`` (written before training starts), ``metrics.jsonl``,
+TensorBoard events and ``checkpoints/``. Starting a run whose directory already has a
+config resumes it from its latest good checkpoint. Resume is exact for the ``gymnax``
+backend (the environment state is part of the checkpoint); with host environments the
+agent state is restored exactly and the environments start new episodes.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl import checkpoint
+from batchrl.configs import Experiment, RunConfig
+from batchrl.configs.base import ConfigError
+
+log = logging.getLogger("batchrl")
+
+CONFIG_FILE = "config.yaml"
+
+
+# --------------------------------------------------------------------------- building
+
+
+def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
+                  render_mode: str | None = None):
+  """One Gymnasium env with the Batch PPO wrapper stack (module level: picklable by spawn)."""
+  from batchrl.envs.core import make_gym
+  from batchrl.envs.wrappers import batch_ppo_stack
+
+  kwargs = {} if render_mode is None else {"render_mode": render_mode}
+  return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
+
+
+def build_env(run: RunConfig):
+  """The batched in-graph env of a run: a gymnax ``VecEnv`` or an ``InGraphBatchEnv``."""
+  if run.backend == "gymnax":
+    from batchrl.envs.jax_env import make_vec
+    overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
+    return make_vec(run.env, run.num_envs, **overrides)
+  from batchrl.envs.batch import BatchEnv
+  from batchrl.envs.ingraph import InGraphBatchEnv
+  constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges)
+  workers = min(run.num_workers, run.num_envs)
+  host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
+                  timeout=run.timeout)
+  return InGraphBatchEnv(host)
+
+
+def close_env(env) -> None:
+  host = getattr(env, "batch_env", None)
+  if host is not None:
+    host.close()
+
+
+def build_agent(exp: Experiment):
+  from batchrl.agents.ppo import make_ppo
+  return make_ppo(exp.ppo)
+
+
+def eval_steps(run: RunConfig, env) -> int:
+  if run.eval_steps is not None:
+    return run.eval_steps
+  limit = run.max_length or getattr(env, "max_episode_steps", None)
+  if limit is None:
+    raise ConfigError(f"run.eval_steps is None and {run.env} has no known episode limit; "
+                      "set run.eval_steps or run.max_length.")
+  return int(limit)
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def schedule(run: RunConfig, steps_per_iteration: int) -> dict[str, int]:
+  """Iteration counts for the budget and the report/eval/checkpoint cadence."""
+  per = steps_per_iteration
+  every = lambda steps: max(1, math.ceil(steps / per))  # noqa: E731
+  report = every(run.report_every)
+  # Whole reports only: every chunk has the same length, so it compiles once.
+  total = math.ceil(every(run.steps) / report) * report
+  return {"total": total, "report": report,
+          "eval": every(run.eval_every) if run.eval_every else 0,
+          "checkpoint": every(run.checkpoint_every) if run.checkpoint_every else 0}
+
+
+def _due(before: int, after: int, every: int, final: bool) -> bool:
+  """Whether a multiple of ``every`` iterations was reached in ``(before, after]``."""
+  return final or (every > 0 and before // every != after // every)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def summarize(infos: dict) -> dict[str, float]:
+  """Reduces stacked iteration infos ``[..., N]`` to one report: scores weighted by episodes."""
+  infos = jax.device_get(infos)
+  episodes = np.asarray(infos.get("episodes", 0), np.float64)
+  out = {}
+  for name, value in infos.items():
+    value = np.asarray(value, np.float64)
+    if name in ("mean_score", "mean_length"):
+      w = np.where(np.isnan(value), 0.0, episodes)
+      out[name] = float(np.sum(np.nan_to_num(value) * w) / np.sum(w)) if w.sum() else math.nan
+    elif name == "episodes":
+      out[name] = float(np.sum(value))
+    else:
+      out[name] = float(np.nanmean(value[..., -1]))  # the latest update's value
+  return out
+
+
+def per_seed_scores(infos: dict) -> list[float]:
+  """Mean score per seed for a vmapped run (infos ``[S, N]``)."""
+  score = np.asarray(jax.device_get(infos["mean_score"]), np.float64)
+  episodes = np.asarray(jax.device_get(infos["episodes"]), np.float64)
+  w = np.where(np.isnan(score), 0.0, episodes)
+  return [float(np.sum(np.nan_to_num(s) * ws) / ws.sum()) if ws.sum() else math.nan
+          for s, ws in zip(score, w)]
+
+
+# --------------------------------------------------------------------------- run directory
+
+
+def run_directory(logdir, name: str, timestamp: str | None) -> Path:
+  stamp = timestamp or time.strftime("%Y%m%dT%H%M%S")
+  return Path(logdir) / f"{stamp}-{name}"
+
+
+def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[Experiment, bool]:
+  """Writes the config of a new run, or loads the one of an existing run (resume).
+
+  Returns the experiment to run and whether this is a resume. Resuming with overrides that
+  change the saved config is refused: the run would no longer be the one it says it is.
+  """
+  from batchrl.configs import apply_overrides
+  from batchrl.configs.base import atomic_write_text
+  import yaml
+
+  path = run_dir / CONFIG_FILE
+  if path.exists():
+    saved = Experiment.from_dict(yaml.safe_load(path.read_text()))
+    if overrides and apply_overrides(saved, overrides) != saved:
+      raise ConfigError(f"{run_dir} is an existing run; its config cannot be changed on "
+                        f"resume (got --set {' '.join(overrides)}). Start a new run "
+                        "(another --timestamp) instead.")
+    return saved, True
+  run_dir.mkdir(parents=True, exist_ok=True)
+  atomic_write_text(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
+  return exp, False
+
+
+# --------------------------------------------------------------------------- training
+
+
+class Trainer:
+  """Compiled pieces of one run and the loop that alternates them (train, eval, save)."""
+
+  def __init__(self, exp: Experiment, run_dir: Path, *, seeds: int | None = None):
+    from batchrl.train import fused
+
+    if seeds is not None and exp.run.backend != "gymnax":
+      raise ConfigError("--seeds trains several agents in one compiled program and needs "
+                        f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
+                        f"backend {exp.run.backend!r}.")
+    self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
+    self.env = build_env(exp.run)
+    self.agent = build_agent(exp)
+    self.steps_per_iteration = exp.run.num_envs * self.agent.period
+    self.plan = schedule(exp.run, self.steps_per_iteration)
+    self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
+    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
+    self.evaluate = jax.jit(jax.vmap(evaluate) if seeds else evaluate)
+    self.restart = jax.jit(functools.partial(_restart, self.env))
+    self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
+    self.iteration = 0
+
+  @property
+  def step(self) -> int:
+    return self.iteration * self.steps_per_iteration
+
+  def restore(self) -> bool:
+    """Loads the latest good checkpoint, if any; returns whether one was loaded."""
+    ckpt_dir = self.run_dir / "checkpoints"
+    if checkpoint.latest_step(ckpt_dir) is None:
+      return False
+    self.sim, manifest = checkpoint.restore(ckpt_dir, self.sim)
+    self.iteration = int(manifest["counters"]["iteration"])
+    if self.exp.run.backend != "gymnax":
+      self.sim = self.restart(self.sim)  # host envs restarted: their state is not saved
+    log.info("Resumed %s at step %d (iteration %d).", self.run_dir, self.step, self.iteration)
+    return True
+
+  def save(self) -> None:
+    checkpoint.save(self.run_dir / "checkpoints", self.step, self.sim,
+                    config=self.exp.to_dict(), keep=self.exp.run.keep_checkpoints,
+                    counters={"iteration": self.iteration, "steps": self.step})
+
+  def train_phase(self, iterations: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    self.sim, infos = self.run_chunk(self.sim, iterations)
+    metrics = summarize(infos)
+    metrics["steps_per_second"] = iterations * self.steps_per_iteration / max(
+        time.perf_counter() - start, 1e-9) * (self.seeds or 1)
+    if self.seeds:
+      metrics["scores_per_seed"] = per_seed_scores(infos)
+    return metrics
+
+  def eval_phase(self) -> dict[str, Any]:
+    stats = jax.device_get(self.evaluate(self.sim))
+    if self.exp.run.backend != "gymnax":
+      self.sim = self.restart(self.sim)  # evaluation used the same host envs
+    metrics = {k: float(np.nanmean(np.asarray(v, np.float64))) for k, v in stats.items()}
+    if self.seeds:
+      metrics["scores_per_seed"] = [float(x) for x in np.asarray(stats["mean_score"])]
+    return metrics
+
+  def close(self) -> None:
+    close_env(self.env)
+
+
+def _restart(env, sim):
+  from batchrl.simulation import restart
+  return restart(env, sim)
+
+
+def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
+          progress: bool = True, use_tensorboard: bool = True) -> dict[str, Any]:
+  """Trains (or resumes) the run in ``run_dir``; returns the last eval metrics."""
+  from batchrl.logging import Progress, RunLogger
+
+  trainer = Trainer(exp, run_dir, seeds=seeds)
+  try:
+    trainer.restore()
+    plan = trainer.plan
+    logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
+    bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
+                   enabled=progress)
+    last_eval: dict[str, Any] = {}
+    with logger:
+      while trainer.iteration < plan["total"]:
+        before = trainer.iteration
+        metrics = trainer.train_phase(plan["report"])
+        trainer.iteration += plan["report"]
+        final = trainer.iteration >= plan["total"]
+        _log(logger, bar, trainer.step, "train", metrics)
+        if _due(before, trainer.iteration, plan["eval"], final):
+          last_eval = trainer.eval_phase()
+          _log(logger, bar, trainer.step, "eval", last_eval)
+        if _due(before, trainer.iteration, plan["checkpoint"], final):
+          trainer.save()
+    bar.close()
+    return last_eval
+  finally:
+    trainer.close()
+
+
+def _log(logger, bar, step: int, phase: str, metrics: dict[str, Any]) -> None:
+  logger.report(step, phase, metrics)
+  logger.scalars(phase, step, {k: v for k, v in metrics.items() if np.isscalar(v)})
+  bar.update(step, phase=phase, score=metrics.get("mean_score"))

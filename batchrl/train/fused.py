@@ -1,0 +1,180 @@
+"""The fused driver: whole training runs as compiled programs over in-graph environments.
+
+Agent-generic: anything with the ``Agent`` interface and a JAX-native batched env
+(``batchrl.envs.jax_env``). One *iteration* is ``agent.period`` fused steps of env + act +
+store, then one ``agent.update`` (agents without a fixed period run ``observe`` steps,
+updating whenever they are ready). A training run is a ``lax.scan`` of iterations, optionally
+``vmap``-ed over seeds::
+
+    sim, infos = train(env, agent, key, num_iterations=100)             # infos: [100]
+    sim, infos = train(env, agent, key, num_iterations=100, num_seeds=4)  # infos: [4, 100]
+
+For progress reports and checkpoints, run the same scan in chunks; the results are the
+same as one long scan::
+
+    sim = init_sim(env, agent, key)
+    run_chunk = make_run_chunk(env, agent)
+    sim, infos = run_chunk(sim, 10)   # 10 iterations, infos stacked [10]
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from batchrl.agents.core import Agent, Transition
+# Names from the module itself: the package's lazy ``batchrl.simulate`` is the function.
+from batchrl.simulation import Rollout, SimState, episode_stats, restart, simulate
+from batchrl.simulation import init as init_simulation
+
+
+def make_iteration(env, agent: Agent, steps_per_iteration: int | None = None
+                   ) -> Callable[[SimState], tuple[SimState, dict]]:
+  """A pure ``iteration(sim) -> (sim, info)``: collect experience, then learn.
+
+  Args:
+    env: a batched in-graph env.
+    agent: any agent. With ``agent.period`` set, an iteration stores ``period`` steps and
+      updates once; otherwise it runs ``steps_per_iteration`` ``observe`` steps.
+    steps_per_iteration: only for agents without a period.
+
+  ``info`` holds ``episode_stats`` of the collected steps (``episodes``, ``mean_score``,
+  ``mean_length``; NaN when no episode ended) and the agent's update metrics.
+  """
+  if agent.period is not None:
+    if steps_per_iteration not in (None, agent.period):
+      raise ValueError(f"Agent {agent.name!r} updates every {agent.period} steps; "
+                       f"steps_per_iteration must be None or {agent.period}, got "
+                       f"{steps_per_iteration!r}.")
+    return functools.partial(_store_then_update, env, agent)
+  if not isinstance(steps_per_iteration, int) or steps_per_iteration < 1:
+    raise ValueError(f"Agent {agent.name!r} has no fixed update period; pass "
+                     f"steps_per_iteration as a positive int, got {steps_per_iteration!r}.")
+  return functools.partial(_observe, env, agent, steps_per_iteration)
+
+
+def _store_then_update(env, agent: Agent, sim: SimState):
+  sim, rollout = simulate(env, agent, sim, agent.period, mode="store")
+  agent_state, metrics = agent.update(sim.agent_state)
+  return sim._replace(agent_state=agent_state), {**episode_stats(rollout), **metrics}
+
+
+def _observe(env, agent: Agent, num_steps: int, sim: SimState):
+  sim, rollout = simulate(env, agent, sim, num_steps, mode="observe")
+  metrics = dict(rollout.metrics)
+  updated = metrics.pop("updated", jnp.zeros((num_steps,), jnp.float32))
+  count = jnp.sum(updated)
+  # mean of each metric over the steps that updated (0 when none did)
+  means = {name: jnp.sum(value * updated.reshape((-1,) + (1,) * (value.ndim - 1)), axis=0)
+           / jnp.maximum(count, 1.0) for name, value in metrics.items()}
+  return sim, {**episode_stats(rollout), **means, "updates": count}
+
+
+def make_evaluate(env, agent: Agent, num_steps: int) -> Callable[[SimState], dict]:
+  """A pure ``evaluate(sim) -> stats`` of the deterministic policy (the mode).
+
+  Restarts every env, lets the agent know that the running episodes ended (so recurrent
+  carries start fresh), runs ``num_steps`` steps in ``"track"`` mode and averages over the
+  *first* episode each env finished (later, shorter ones would bias the mean). Returns
+  ``episodes`` (how many finished), ``mean_score`` and ``mean_length`` (NaN when none).
+  The training state is not changed: use the returned stats only.
+  """
+  if not isinstance(num_steps, int) or num_steps < 1:
+    raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
+
+  def evaluate(sim: SimState) -> dict:
+    sim = restart(env, sim)
+    sim = sim._replace(agent_state=_end_episodes(agent, sim))
+    _, rollout = simulate(env, agent, sim, num_steps, mode="track",
+                                  deterministic=True)
+    return first_episode_stats(rollout)
+
+  return evaluate
+
+
+def _end_episodes(agent: Agent, sim: SimState):
+  """Tells the agent (through ``track``) that every running episode was cut."""
+  key, act_key = jax.random.split(sim.key)
+  action, extras = agent.act(sim.agent_state, sim.obs, act_key, True)
+  cut = jnp.ones(sim.episode_return.shape, jnp.bool_)
+  transition = Transition(sim.obs, action, jnp.zeros_like(sim.episode_return),
+                          jnp.zeros_like(cut), cut, sim.obs, extras)
+  return agent.track(sim.agent_state, transition)
+
+
+def first_episode_stats(rollout: Rollout) -> dict:
+  """Mean score and length over the first episode each env finished in ``rollout`` ``[T, B]``."""
+  done = rollout.done
+  first = jnp.logical_and(done, jnp.cumsum(done.astype(jnp.int32), axis=0) == 1)
+  count = jnp.sum(first)
+  denom = jnp.maximum(count, 1)
+  mean = lambda x: jnp.where(count > 0, jnp.sum(jnp.where(first, x, 0)) / denom,  # noqa: E731
+                             jnp.float32(jnp.nan))
+  return {"episodes": count, "mean_score": mean(rollout.episode_return),
+          "mean_length": mean(rollout.episode_length)}
+
+
+def init_sim(env, agent: Agent, key: jax.Array, num_seeds: int | None = None) -> SimState:
+  """Compiled ``simulate.init``; with ``num_seeds`` a stack of independent runs ``[S, ...]``."""
+  if num_seeds is None:
+    return jax.jit(functools.partial(init_simulation, env, agent))(key)
+  _check_seeds(num_seeds)
+  keys = jax.random.split(key, num_seeds)
+  return jax.jit(jax.vmap(functools.partial(init_simulation, env, agent)))(keys)
+
+
+def make_run_chunk(env, agent: Agent, *, num_seeds: int | None = None,
+                   steps_per_iteration: int | None = None):
+  """A compiled ``run_chunk(sim, num_iterations) -> (sim, infos)``.
+
+  Scans ``num_iterations`` (a Python int; each new value compiles once) iterations and
+  stacks their infos ``[num_iterations]``; with ``num_seeds`` the sim carries a leading
+  seed axis (from ``init_sim(..., num_seeds)``) and infos are ``[num_seeds, num_iterations]``.
+  Chunks chain exactly: ``run_chunk(run_chunk(sim, a)[0], b)`` equals ``run_chunk(sim, a + b)``.
+  """
+  run = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
+  if num_seeds is not None:
+    _check_seeds(num_seeds)
+    run = _over_seeds(run)
+  return jax.jit(run, static_argnums=1)
+
+
+def train(env, agent: Agent, key: jax.Array, num_iterations: int,
+          num_seeds: int | None = None, steps_per_iteration: int | None = None):
+  """The whole training run as ONE compiled program: init, then a scan of iterations.
+
+  Returns the final ``SimState`` and the stacked infos ``[num_iterations]`` (or
+  ``[num_seeds, num_iterations]`` with ``num_seeds``, each seed an independent run).
+  """
+  if not isinstance(num_iterations, int) or num_iterations < 1:
+    raise ValueError(f"num_iterations must be a positive int, got {num_iterations!r}.")
+  scan = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
+
+  def run(run_key):
+    return scan(init_simulation(env, agent, run_key), num_iterations)
+
+  if num_seeds is None:
+    return jax.jit(run)(key)
+  _check_seeds(num_seeds)
+  return jax.jit(jax.vmap(run))(jax.random.split(key, num_seeds))
+
+
+def _scan_iterations(iteration):
+  def run(sim: SimState, num_iterations: int):
+    return jax.lax.scan(lambda s, _: iteration(s), sim, None, length=num_iterations)
+
+  return run
+
+
+def _over_seeds(run):
+  def batched(sim: SimState, num_iterations: int):
+    return jax.vmap(lambda s: run(s, num_iterations))(sim)
+
+  return batched
+
+
+def _check_seeds(num_seeds) -> None:
+  if not isinstance(num_seeds, int) or num_seeds < 1:
+    raise ValueError(f"num_seeds must be None or a positive int, got {num_seeds!r}.")

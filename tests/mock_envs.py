@@ -1,0 +1,125 @@
+"""Small environments for the process and batch tests.
+
+They live in an importable module because spawned workers receive constructors by
+reference (module + name), never by value.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import gymnasium as gym
+import numpy as np
+
+
+class DurationEnv(gym.Env):
+  """Episodes of exactly ``duration`` steps.
+
+  Observation: [steps taken in this episode, duration]. Reward: the duration, so results
+  can be traced back to their env. Info: {"t": steps taken} on every step.
+  """
+
+  def __init__(self, duration: int = 3):
+    self.duration = duration
+    self.observation_space = gym.spaces.Box(0.0, 1e6, (2,), np.float32)
+    self.action_space = gym.spaces.Discrete(2)
+    self.t = 0
+    self.steps_total = 0  # over all episodes, for `call`/attribute tests
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self.t = 0
+    return self._obs(), {}
+
+  def step(self, action):
+    self.t += 1
+    self.steps_total += 1
+    return self._obs(), float(self.duration), self.t >= self.duration, False, {"t": self.t}
+
+  def _obs(self):
+    return np.array([self.t, self.duration], np.float32)
+
+  def add(self, x, y=0):
+    return self.steps_total + x + y
+
+
+class FlakyEnv(DurationEnv):
+  """Raises RuntimeError on the ``fail_at``-th step of each instance (counted over episodes)."""
+
+  def __init__(self, duration: int = 100, fail_at: int = 5):
+    super().__init__(duration)
+    self.fail_at = fail_at
+
+  def step(self, action):
+    if self.steps_total + 1 == self.fail_at:
+      raise RuntimeError(f"flaky env fails on step {self.fail_at}")
+    return super().step(action)
+
+
+class ExitEnv(DurationEnv):
+  """Ends its whole process with ``os._exit(code)`` on step ``at`` (a hard crash)."""
+
+  def __init__(self, at: int = 2, code: int = 3):
+    super().__init__(100)
+    self.at, self.code = at, code
+
+  def step(self, action):
+    if self.steps_total + 1 == self.at:
+      os._exit(self.code)
+    return super().step(action)
+
+
+class SegfaultEnv(DurationEnv):
+  """Kills its process with SIGSEGV on step ``at``."""
+
+  def __init__(self, at: int = 1):
+    super().__init__(100)
+    self.at = at
+
+  def step(self, action):
+    if self.steps_total + 1 == self.at:
+      os.kill(os.getpid(), signal.SIGSEGV)
+    return super().step(action)
+
+
+class HangEnv(DurationEnv):
+  """Sleeps ``seconds`` on step ``at`` (a hang, as far as a short timeout can tell)."""
+
+  def __init__(self, at: int = 1, seconds: float = 1000.0):
+    super().__init__(100)
+    self.at, self.seconds = at, seconds
+
+  def step(self, action):
+    if self.steps_total + 1 == self.at:
+      time.sleep(self.seconds)
+    return super().step(action)
+
+
+class DictObsEnv(gym.Env):
+  """A Dict observation space (not in shared memory: travels pickled), random walk."""
+
+  def __init__(self, duration: int = 4):
+    self.duration = duration
+    self.observation_space = gym.spaces.Dict({
+        "pos": gym.spaces.Box(-100.0, 100.0, (2,), np.float64),
+        "t": gym.spaces.Discrete(100)})
+    self.action_space = gym.spaces.Discrete(2)
+    self.t, self.pos = 0, np.zeros(2)
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self.t, self.pos = 0, self.np_random.normal(size=2)
+    return self._obs(), {}
+
+  def step(self, action):
+    self.t += 1
+    self.pos = self.pos + self.np_random.normal(size=2) + action
+    return self._obs(), float(self.pos[0]), self.t >= self.duration, False, {}
+
+  def _obs(self):
+    return {"pos": self.pos.copy(), "t": self.t}
+
+
+def failing_constructor():
+  raise ValueError("bad constructor: this env cannot be built")

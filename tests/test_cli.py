@@ -1,0 +1,125 @@
+"""`batchrl train / visualize / configs` end to end on tiny budgets, and exact resume."""
+import json
+import shutil
+
+import jax
+import numpy as np
+import pytest
+import yaml
+
+from batchrl import checkpoint, configs, experiment
+from batchrl.cli import main
+
+TINY = ["--set", "steps=4096", "--set", "report_every=1024", "--set", "eval_every=2048",
+        "--set", "checkpoint_every=2048", "--set", "num_envs=8", "--set", "rollout_length=64",
+        "--set", "update_epochs=1", "--set", "eval_steps=50", "--set", "batch_size=256",
+        "--no-tensorboard"]
+
+
+@pytest.fixture(scope="module")
+def fused_run(tmp_path_factory):
+  """One tiny fused CartPole run shared by the tests that only read it."""
+  logdir = tmp_path_factory.mktemp("runs")
+  code = main(["train", "--config", "cartpole_fused", "--logdir", str(logdir),
+               "--timestamp", "T0", *TINY])
+  assert code == 0
+  return logdir / "T0-cartpole_fused"
+
+
+def test_configs_lists_every_named_config(capsys):
+  assert main(["configs"]) == 0
+  out = capsys.readouterr().out
+  for name in ("pendulum", "cartpole", "reacher", "cheetah", "walker", "hopper", "ant",
+               "humanoid", "cartpole_fused", "pendulum_fused"):
+    assert name in out
+  assert main(["configs", "cheetah"]) == 0
+  assert "HalfCheetah-v5" in capsys.readouterr().out
+
+
+def test_unknown_config_and_key_are_clear_errors(tmp_path, capsys):
+  assert main(["train", "--config", "cartpol", "--logdir", str(tmp_path)]) == 2
+  assert "did you mean 'cartpole'" in capsys.readouterr().err
+  assert main(["train", "--config", "cartpole", "--logdir", str(tmp_path),
+               "--set", "learnin_rate=1"]) == 2
+  assert "Did you mean learning_rate" in capsys.readouterr().err
+  assert main(["train", "--config", "cartpole", "--logdir", str(tmp_path),
+               "--set", "update_epochs=many"]) == 2
+  assert "update_epochs" in capsys.readouterr().err and "int" in capsys.readouterr().err + "int"
+
+
+def test_train_writes_config_metrics_and_checkpoints(fused_run, caplog):
+  saved = yaml.safe_load((fused_run / "config.yaml").read_text())
+  assert saved["config"] == "cartpole_fused" and saved["run"]["steps"] == 4096
+  records = [json.loads(line) for line in (fused_run / "metrics.jsonl").read_text().splitlines()]
+  phases = [r["phase"] for r in records]
+  assert phases.count("train") == 4 and phases.count("eval") == 2
+  assert all(np.isfinite(r["policy_loss"]) for r in records if r["phase"] == "train")
+  assert [c.step for c in checkpoint.list_checkpoints(fused_run / "checkpoints")] == [2048, 4096]
+
+
+def test_existing_run_resumes_and_refuses_config_changes(fused_run, tmp_path, capsys):
+  run = tmp_path / "T0-cartpole_fused"
+  shutil.copytree(fused_run, run)
+  assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path),
+               "--timestamp", "T0", "--set", "steps=8192"]) == 2
+  assert "cannot be changed on resume" in capsys.readouterr().err
+  assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path),
+               "--timestamp", "T0", "--no-tensorboard"]) == 0  # already complete: no-op
+
+
+def test_resume_is_exact(tmp_path):
+  """Train 2N == train N, stop, resume, train N (same seed, CPU)."""
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), [
+      "num_envs=8", "rollout_length=32", "update_epochs=2", "steps=1024", "report_every=256",
+      "batch_size=128"])
+  straight = experiment.Trainer(exp, tmp_path / "a")
+  straight.train_phase(4)
+  straight.train_phase(4)
+
+  first = experiment.Trainer(exp, tmp_path / "b")
+  first.train_phase(4)
+  first.iteration = 4
+  first.save()
+  resumed = experiment.Trainer(exp, tmp_path / "b")
+  assert resumed.restore() and resumed.iteration == 4
+  resumed.train_phase(4)
+  for a, b in zip(jax.tree.leaves(straight.sim), jax.tree.leaves(resumed.sim)):
+    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+      a, b = jax.random.key_data(a), jax.random.key_data(b)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_visualize_refuses_without_checkpoint_unless_allowed(tmp_path, capsys):
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), ["num_envs=8"])
+  run_dir = tmp_path / "T-cartpole_fused"
+  experiment.prepare_run(run_dir, exp, [])
+  out = tmp_path / "videos"
+  assert main(["visualize", "--logdir", str(run_dir), "--outdir", str(out)]) == 2
+  assert "--allow-untrained" in capsys.readouterr().err
+  assert main(["visualize", "--logdir", str(run_dir), "--outdir", str(out),
+               "--allow-untrained"]) == 0
+  assert json.loads((out / "episodes.json").read_text())["checkpoint"] == "untrained"
+
+
+@pytest.mark.slow
+def test_visualize_writes_an_mp4_per_episode(fused_run, tmp_path):
+  out = tmp_path / "videos"
+  assert main(["visualize", "--logdir", str(fused_run), "--outdir", str(out),
+               "--num-episodes", "2"]) == 0
+  stats = json.loads((out / "episodes.json").read_text())
+  assert stats["checkpoint"] == "step 4096" and len(stats["episodes"]) == 2
+  for episode in stats["episodes"]:
+    video = out / f"episode-{episode['index']:03d}.mp4"
+    assert video.stat().st_size > 1000 and episode["length"] >= 1
+
+
+@pytest.mark.slow
+def test_host_backend_trains_through_worker_processes(tmp_path):
+  code = main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--timestamp", "H",
+               "--set", "num_envs=4", "--set", "num_workers=2", "--set", "steps=1600",
+               "--set", "report_every=800", "--set", "eval_every=1600",
+               "--set", "rollout_length=200", "--set", "update_epochs=1",
+               "--set", "checkpoint_every=1600", "--set", "batch_size=null", "--no-tensorboard"])
+  assert code == 0
+  records = [json.loads(x) for x in (tmp_path / "H-pendulum" / "metrics.jsonl").read_text().split("\n") if x]
+  assert records[-1]["phase"] == "eval" and -2000 < records[-1]["mean_score"] < 0

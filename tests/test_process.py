@@ -1,0 +1,191 @@
+"""ExternalProcess: forwarding, errors from the worker, death, hangs, stale replies, clean-up."""
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from batchrl.envs.process import (EnvClosedError, EnvWorkerDied, EnvWorkerError,
+                                  EnvWorkerTimeout, ExternalProcess)
+
+try:
+  from tests import mock_envs
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+  import mock_envs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  # A zombie still answers kill(0); it has ended all the same.
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().split(")")[-1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
+
+
+def _wait_dead(pids, seconds: float = 10.0) -> list[int]:
+  deadline = time.monotonic() + seconds
+  while time.monotonic() < deadline:
+    alive = [pid for pid in pids if _alive(pid)]
+    if not alive:
+      return []
+    time.sleep(0.05)
+  return alive
+
+
+def test_forwards_reset_step_attributes_and_calls():
+  with ExternalProcess(functools.partial(mock_envs.DurationEnv, duration=2), index=7) as env:
+    obs, info = env.reset(seed=1)
+    np.testing.assert_array_equal(obs, [0, 2])
+    assert env.observation_space.shape == (2,)
+    assert env.observation_space is env.observation_space  # cached, not fetched again
+    assert env.duration == 2  # plain attribute access is forwarded
+    promise = env.step(1, blocking=False)
+    obs, reward, terminated, truncated, info = promise()
+    assert (obs.tolist(), reward, terminated, truncated, info) == ([1, 2], 2.0, False, False, {"t": 1})
+    assert env.call("add", 10, y=5) == 1 + 10 + 5
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+      env.nope
+
+
+def test_env_id_string_and_out_of_order_promises():
+  with ExternalProcess("CartPole-v1") as env:
+    first = env.reset(seed=0, blocking=False)
+    second = env.step(0, blocking=False)
+    third = env.step(1, blocking=False)
+    assert len(third()) == 5 and len(second()) == 5  # awaited in reverse: answers are kept
+    assert first()[0].shape == (4,)
+
+
+def test_constructor_exception_is_reraised_with_traceback():
+  env = ExternalProcess(mock_envs.failing_constructor, index=3)
+  with pytest.raises(EnvWorkerError) as info:
+    env.reset()
+  error = info.value
+  assert error.index == 3 and error.exc_type == "ValueError"
+  assert "bad constructor" in str(error) and "environment 3" in str(error)
+  assert "failing_constructor" in error.traceback and "Traceback" in error.traceback
+  with pytest.raises(EnvWorkerError):  # and again, not a hang or a BrokenPipe
+    env.step(0)
+  env.close()
+
+
+def test_step_exception_is_reraised_and_worker_goes_on():
+  with ExternalProcess(functools.partial(mock_envs.FlakyEnv, fail_at=2), index=0) as env:
+    env.reset()
+    env.step(0)
+    with pytest.raises(EnvWorkerError, match="flaky env fails on step 2") as info:
+      env.step(0)
+    assert "in step" in info.value.traceback and "RuntimeError" in info.value.traceback
+    assert env.call("add", 0) == 1  # the worker survived its env's exception
+
+
+@pytest.mark.parametrize("ctor, exitcode", [
+    (functools.partial(mock_envs.ExitEnv, at=1, code=3), 3),
+    (functools.partial(mock_envs.SegfaultEnv, at=1), -signal.SIGSEGV)])
+def test_dead_worker_is_reported_with_exit_code(ctor, exitcode):
+  env = ExternalProcess(ctor, index=5)
+  env.reset()
+  with pytest.raises(EnvWorkerDied) as info:
+    env.step(0)
+  assert info.value.exitcode == exitcode and info.value.index == 5
+  assert "environment 5" in str(info.value)
+  with pytest.raises(EnvWorkerDied):  # later requests say the same, never EOFError
+    env.reset()
+  env.close()
+
+
+def test_hang_times_out_and_late_reply_is_never_taken_for_a_later_request():
+  env = ExternalProcess(functools.partial(mock_envs.HangEnv, at=1, seconds=0.8), timeout=0.3,
+                        index=2)
+  env.reset()
+  start = time.monotonic()
+  with pytest.raises(EnvWorkerTimeout) as info:
+    env.step(0)
+  assert info.value.index == 2 and time.monotonic() - start < 0.8
+  time.sleep(0.7)  # the step's late reply is now waiting in the pipe
+  assert env.call("add", 100) == 101  # answered with its own reply, not the stale step tuple
+  env.close()
+
+
+def test_close_is_idempotent_and_leaves_no_process():
+  env = ExternalProcess("CartPole-v1")
+  env.reset()
+  pid = env.pid
+  env.close()
+  env.close()
+  assert _wait_dead([pid]) == []
+  with pytest.raises(EnvClosedError, match="after close"):
+    env.step(0)
+
+
+def test_bad_arguments_fail_early_with_clear_messages():
+  with pytest.raises(TypeError, match="cannot be pickled"):
+    ExternalProcess(lambda: mock_envs.DurationEnv())
+  with pytest.raises(ValueError, match="CartPole-v1"):
+    ExternalProcess("CartPol-v1")
+  with pytest.raises(ValueError, match="spawn"):
+    ExternalProcess("CartPole-v1", context="fork")
+  with pytest.raises(ValueError, match="timeout"):
+    ExternalProcess("CartPole-v1", timeout=0)
+
+
+def test_forkserver_context():
+  with ExternalProcess(functools.partial(mock_envs.DurationEnv, duration=1),
+                       context="forkserver") as env:
+    env.reset()
+    assert env.step(0)[2] is True
+
+
+_SCRIPT = """
+import functools, os, sys, time
+sys.path[:0] = [{root!r}, {tests!r}]
+import numpy as np
+import mock_envs
+from batchrl.envs.batch import BatchEnv
+from batchrl.envs.process import ExternalProcess
+
+if __name__ == "__main__":
+  single = ExternalProcess(functools.partial(mock_envs.DurationEnv, duration=3))
+  single.reset()
+  batch = BatchEnv([functools.partial(mock_envs.DurationEnv, duration=3)] * 4, num_workers=2)
+  batch.reset()
+  print(" ".join(map(str, [single.pid, *batch.worker_pids])), flush=True)
+  if {mode!r} == "exit":
+    sys.exit(0)  # no close(): atexit and the finalizers must clean up
+  while True:
+    batch.step(np.zeros(4, np.int64))
+    single.step(0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["exit", "ctrl-c"])
+def test_no_process_left_behind_at_exit_or_ctrl_c(mode):
+  script = _SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests"), mode=mode)
+  proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    pids = [int(pid) for pid in proc.stdout.readline().split()]
+    assert len(pids) == 3, proc.stderr.read()
+    if mode == "ctrl-c":
+      time.sleep(0.3)
+      os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    _, stderr = proc.communicate(timeout=30)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  if mode == "ctrl-c":
+    assert "KeyboardInterrupt" in stderr
+    assert stderr.count("Traceback") == 1, stderr  # the workers stayed quiet
+  assert _wait_dead(pids) == []
