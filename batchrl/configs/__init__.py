@@ -143,7 +143,7 @@ def _mujoco(name: str, env: str, steps: int, **ppo) -> Experiment:
 
 def pendulum() -> Experiment:
   return Experiment("pendulum", RunConfig(
-      env="Pendulum-v1", num_envs=16, num_workers=2, max_length=200, steps=300_000,
+      env="Pendulum-v1", num_envs=16, num_workers=2, max_length=200, steps=150_000,
       report_every=20_000, eval_every=50_000, checkpoint_every=50_000),
       dataclasses.replace(pendulum_fused(), rescale_actions=False))
 

@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.agents.core import Agent, Transition
-# Names from the module itself: the package's lazy ``batchrl.simulate`` is the function.
 from batchrl.simulation import Rollout, SimState, episode_stats, restart, simulate
 from batchrl.simulation import init as init_simulation
 

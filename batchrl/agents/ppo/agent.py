@@ -360,6 +360,11 @@ def sequences_kl(nets: PPONetworks, params, data: UpdateData) -> jax.Array:
   return time_major.old_policy.kl(policy)
 
 
+def global_norm(tree) -> jax.Array:
+  """Euclidean norm of all leaves together (the quantity ``max_grad_norm`` clips)."""
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+
+
 def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
                  sequences: UpdateData, key: jax.Array):
   """``update_epochs`` shuffled passes of minibatch Adam steps over ``[S, L]`` sequences.
@@ -378,7 +383,7 @@ def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
     (_, metrics), grads = grad_fn(params, batch)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    return (params, opt_state), dict(metrics, grad_norm=optax.global_norm(grads))
+    return (params, opt_state), dict(metrics, grad_norm=global_norm(grads))
 
   def epoch(carry, epoch_key):
     if num_minibatches == 1:  # one full batch: its order does not matter
