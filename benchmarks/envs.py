@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from batchrl.envs.batch import BatchEnv  # noqa: E402  (after the path tweak above)
 
 ACTION_BLOCK = 512  # distinct random actions per run, cycled
+SINGLE = "gymnasium single env"
+SYNC, ASYNC = "gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv"
 
 
 def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str, int, float]]:
@@ -36,8 +38,8 @@ def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str,
 
 
 def measure(step: Callable[[int], None], n: int, seconds: float) -> float:
-  """Env steps per second of ``step(k)`` (one call = ``n`` env steps), after a warm-up."""
-  warm = time.perf_counter() + min(0.5, seconds / 4)
+  """Env steps per second of ``step(k)`` (one call = ``n`` env steps), after a short warm-up."""
+  warm = time.perf_counter() + min(0.2, seconds / 4)
   k = 0
   while time.perf_counter() < warm:
     step(k)
@@ -45,44 +47,38 @@ def measure(step: Callable[[int], None], n: int, seconds: float) -> float:
   calls, start = 0, time.perf_counter()
   deadline = start + seconds
   while True:
-    for _ in range(16):  # check the clock every few calls only
+    for _ in range(8):  # check the clock every few calls only
       step(k)
       k += 1
-    calls += 16
+    calls += 8
     now = time.perf_counter()
     if now >= deadline:
       return calls * n / (now - start)
 
 
-def bench_single(env_id: str, n: int, seconds: float) -> float:
-  env = gym.make(env_id)
-  env.action_space.seed(0)
-  actions = [env.action_space.sample() for _ in range(ACTION_BLOCK)]
-  env.reset(seed=0)
+class Runner:
+  """An open environment under test: ``step(k)`` takes one (batched) step with action k."""
 
-  def step(k):
-    _, _, terminated, truncated, _ = env.step(actions[k % ACTION_BLOCK])
-    if terminated or truncated:
-      env.reset()
-  try:
-    return measure(step, 1, seconds)
-  finally:
-    env.close()
-
-
-def bench_vector(make_env: Callable[[], object], n: int, seconds: float) -> float:
-  """Any env with the gymnasium vector API (it auto-resets itself)."""
-  env = make_env()
-  try:
+  def __init__(self, env, vector: bool):
+    self.env = env
     env.action_space.seed(0)
-    actions = [env.action_space.sample() for _ in range(ACTION_BLOCK)]
+    self.actions = [env.action_space.sample() for _ in range(ACTION_BLOCK)]
     env.reset(seed=0)
-    return measure(lambda k: env.step(actions[k % ACTION_BLOCK]), n, seconds)
-  finally:
-    env.close()
+    self.step = self._vector_step if vector else self._single_step
+
+  def _vector_step(self, k: int) -> None:  # vector envs reset themselves
+    self.env.step(self.actions[k % ACTION_BLOCK])
+
+  def _single_step(self, k: int) -> None:
+    _, _, terminated, truncated, _ = self.env.step(self.actions[k % ACTION_BLOCK])
+    if terminated or truncated:
+      self.env.reset()
+
+  def close(self) -> None:
+    self.env.close()
 
 
-def bench_envpool(env_id: str, n: int, seconds: float) -> float | None:
+def envpool_env(env_id: str, n: int):
   try:
     import envpool
   except ImportError:
@@ -90,42 +86,59 @@ def bench_envpool(env_id: str, n: int, seconds: float) -> float | None:
   pool_id = env_id.replace("-v5", "-v4")  # envpool ships MuJoCo v4
   if pool_id not in envpool.list_all_envs():
     return None
-  return bench_vector(lambda: envpool.make_gymnasium(pool_id, num_envs=n, seed=0), n, seconds)
+  return envpool.make_gymnasium(pool_id, num_envs=n, seed=0)
 
 
-def runners(workers: int) -> dict[str, Callable[[str, int, float], float | None]]:
-  def gym_vec(cls):
-    return lambda env_id, n, s: bench_vector(
-        lambda: cls([functools.partial(gym.make, env_id)] * n), n, s)
-
-  def batch(num_workers):
-    return lambda env_id, n, s: bench_vector(
-        lambda: BatchEnv.from_id(env_id, num_envs=n, num_workers=num_workers, seed=0), n, s)
-
+def factories(env_id: str, workers: int) -> dict[str, Callable[[int], object | None]]:
+  """Runner name -> function of n building the env (None: not available here)."""
+  fns = lambda n: [functools.partial(gym.make, env_id)] * n  # noqa: E731
   return {
-      "gymnasium single env": bench_single,
-      "gymnasium SyncVectorEnv": gym_vec(gym.vector.SyncVectorEnv),
-      "gymnasium AsyncVectorEnv": gym_vec(gym.vector.AsyncVectorEnv),
-      "batchrl BatchEnv in-process": batch(0),
-      f"batchrl BatchEnv {workers} workers": batch(workers),
-      "envpool": bench_envpool,
+      SINGLE: lambda n: gym.make(env_id),
+      SYNC: lambda n: gym.vector.SyncVectorEnv(fns(n)),
+      ASYNC: lambda n: gym.vector.AsyncVectorEnv(fns(n)),
+      "batchrl BatchEnv in-process": lambda n: BatchEnv.from_id(env_id, num_envs=n, seed=0),
+      f"batchrl BatchEnv {workers} workers": lambda n: BatchEnv.from_id(
+          env_id, num_envs=n, num_workers=workers, seed=0),
+      "envpool": lambda n: envpool_env(env_id, n),
   }
 
 
-def run_env(env_id: str, sizes: list[int], seconds: float, workers: int,
-            skip: set[str]) -> list[tuple[str, int, float]]:
-  rows = []
-  for name, bench in runners(workers).items():
-    if any(word in name for word in skip):
+def run_size(env_id: str, n: int, args, skip: set[str], with_single: bool):
+  """All runners for one (env, n), timed in interleaved rounds; best round per runner.
+
+  Interleaving and best-of-rounds because on a shared or virtual machine interference
+  only ever slows a run down, and it comes and goes: slices taken side by side see the
+  same conditions, and the best slice is the least disturbed one.
+  """
+  runners = {}
+  for name, make in factories(env_id, args.workers).items():
+    if any(word in name for word in skip) or (name == SINGLE and not with_single):
       continue
-    for n in ([1] if name == "gymnasium single env" else sizes):
-      print(f"  {env_id:<16} {name:<30} n={n:<4}", end="", file=sys.stderr, flush=True)
-      rate = bench(env_id, n, seconds)
-      print("skipped (not installed)" if rate is None else f"{rate:>12,.0f} steps/s",
-            file=sys.stderr, flush=True)
-      if rate is not None:
-        rows.append((name, n, rate))
-  return rows + extra_rows(env_id, sizes, seconds)
+    env = make(n)
+    if env is None:
+      print(f"  {env_id} {name}: skipped (not installed)", file=sys.stderr)
+      continue
+    runners[name] = Runner(env, vector=name != SINGLE)
+  rates = {name: [] for name in runners}
+  try:
+    for _ in range(args.rounds):
+      for name, runner in runners.items():
+        size = 1 if name == SINGLE else n
+        rates[name].append(measure(runner.step, size, args.seconds / args.rounds))
+  finally:
+    for runner in runners.values():
+      runner.close()
+  rows = [(name, 1 if name == SINGLE else n, max(values)) for name, values in rates.items()]
+  for name, size, rate in rows:
+    print(f"  {env_id:<16} {name:<30} n={size:<4} {rate:>12,.0f} steps/s", file=sys.stderr)
+  return rows
+
+
+def run_env(env_id: str, sizes: list[int], args, skip: set[str]) -> list[tuple[str, int, float]]:
+  rows = []
+  for k, n in enumerate(sizes):
+    rows += run_size(env_id, n, args, skip, with_single=k == 0)
+  return rows + extra_rows(env_id, sizes, args.seconds)
 
 
 def format_table(results: dict[str, list[tuple[str, int, float]]]) -> str:
@@ -134,8 +147,7 @@ def format_table(results: dict[str, list[tuple[str, int, float]]]) -> str:
   for env_id, rows in results.items():
     by = {(name, n): rate for name, n, rate in rows}
     for name, n, rate in rows:
-      base_async = by.get(("gymnasium AsyncVectorEnv", n))
-      base_sync = by.get(("gymnasium SyncVectorEnv", n))
+      base_async, base_sync = by.get((ASYNC, n)), by.get((SYNC, n))
       ratio_async = f"{rate / base_async:8.2f}" if base_async else f"{'-':>8}"
       ratio_sync = f"{rate / base_sync:8.2f}" if base_sync else f"{'-':>8}"
       lines.append(f"{env_id:<16} {name:<30} {n:>4} {rate:>12,.0f} {ratio_async} {ratio_sync}")
@@ -146,17 +158,20 @@ def format_table(results: dict[str, list[tuple[str, int, float]]]) -> str:
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell")
+  parser.add_argument("--rounds", type=int, default=6,
+                      help="each cell's seconds are split into this many interleaved slices")
   parser.add_argument("--envs", default="CartPole-v1,Pendulum-v1,HalfCheetah-v5")
   parser.add_argument("--sizes", default="8,32", help="numbers of envs, comma-separated")
   parser.add_argument("--workers", type=int, default=2, help="BatchEnv worker processes")
-  parser.add_argument("--skip", default="", help="comma-separated words; runners naming one are skipped")
+  parser.add_argument("--skip", default="",
+                      help="comma-separated words; runners whose name contains one are skipped")
   args = parser.parse_args(argv)
   warnings.filterwarnings("ignore")
   sizes = [int(size) for size in args.sizes.split(",")]
   skip = {word for word in args.skip.split(",") if word}
-  print(f"{os.cpu_count()} CPUs, {args.seconds:g} s per cell", file=sys.stderr)
-  results = {env_id: run_env(env_id, sizes, args.seconds, args.workers, skip)
-             for env_id in args.envs.split(",")}
+  print(f"{os.cpu_count()} CPUs, {args.seconds:g} s per cell in {args.rounds} rounds "
+        "(best round reported)", file=sys.stderr)
+  results = {env_id: run_env(env_id, sizes, args, skip) for env_id in args.envs.split(",")}
   print(format_table(results))
 
 

@@ -1,7 +1,6 @@
 """PPO: config validation, losses, the KL-penalty rule, recurrent bookkeeping, the fused driver
 (determinism, vmap over seeds, chunked == one scan) and, marked slow, learning CartPole and
 Pendulum. Compiled programs are built once per module and shared between tests."""
-import functools
 import time
 
 import jax
@@ -9,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.agents.core import Transition
 from batchrl.agents.ppo import PPOConfig, cartpole_fused, make_ppo, pendulum_fused
 from batchrl.agents.ppo import agent as ppo_agent
 from batchrl.agents.ppo import losses

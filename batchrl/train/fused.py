@@ -116,7 +116,7 @@ def first_episode_stats(rollout: Rollout) -> dict:
 
 
 def init_sim(env, agent: Agent, key: jax.Array, num_seeds: int | None = None) -> SimState:
-  """Compiled ``simulate.init``; with ``num_seeds`` a stack of independent runs ``[S, ...]``."""
+  """Compiled ``simulation.init``; with ``num_seeds`` a stack of independent runs ``[S, ...]``."""
   if num_seeds is None:
     return jax.jit(functools.partial(init_simulation, env, agent))(key)
   _check_seeds(num_seeds)
