@@ -68,9 +68,23 @@ def main(argv: list[str] | None = None) -> int:
     return 130
 
 
+def _enable_compilation_cache() -> None:
+  """Persist compiled programs, so re-runs and resumes skip most of XLA's compile time.
+
+  ``BATCHRL_COMPILATION_CACHE=0`` turns it off; ``BATCHRL_CACHE_DIR`` moves it.
+  """
+  if os.environ.get("BATCHRL_COMPILATION_CACHE", "1") == "0":
+    return
+  import jax
+  default = os.path.join(os.path.expanduser("~"), ".cache", "batchrl", "xla")
+  jax.config.update("jax_compilation_cache_dir", os.environ.get("BATCHRL_CACHE_DIR", default))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def _train(args) -> int:
   from batchrl import configs, experiment
 
+  _enable_compilation_cache()
   exp = configs.get(args.config)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   exp = configs.apply_overrides(exp, overrides)

@@ -179,6 +179,9 @@ class Trainer:
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
     self.evaluate = jax.jit(jax.vmap(evaluate) if seeds else evaluate)
     self.restart = jax.jit(functools.partial(_restart, self.env))
+    summarize = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
+    first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
+    self.summarize = jax.jit(lambda state: summarize(first(state)))
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
 
@@ -251,6 +254,7 @@ def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
         trainer.iteration += plan["report"]
         final = trainer.iteration >= plan["total"]
         _log(logger, bar, trainer.step, "train", metrics)
+        _log_summaries(logger, trainer.step, trainer.summarize(trainer.sim.agent_state))
         if _due(before, trainer.iteration, plan["eval"], final):
           last_eval = trainer.eval_phase()
           _log(logger, bar, trainer.step, "eval", last_eval)
@@ -260,6 +264,13 @@ def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
     return last_eval
   finally:
     trainer.close()
+
+
+def _log_summaries(logger, step: int, summary: dict) -> None:
+  """The agent's own TensorBoard material (first seed when training several)."""
+  summary = jax.device_get(summary)
+  logger.scalars("train", step, {k: float(v) for k, v in summary["scalars"].items()})
+  logger.histograms("train", step, summary["histograms"])
 
 
 def _log(logger, bar, step: int, phase: str, metrics: dict[str, Any]) -> None:

@@ -71,6 +71,9 @@ class Agent:
       learning (evaluation episodes); identity for agents without internals.
     period: number of ``store`` calls between updates when that is fixed, else None.
     name: registry name, for logs and checkpoints.
+    summarize: optional ``(state) -> {"scalars": {...}, "histograms": {...}}`` of what is
+      worth plotting about the state (normalizer statistics, recent actions...), for
+      TensorBoard.
   """
 
   init: Callable[[jax.Array, EnvSpec], PyTree]
@@ -81,6 +84,7 @@ class Agent:
   track: Callable[[PyTree, Transition], PyTree] = _identity_track
   period: int | None = None
   name: str = "agent"
+  summarize: Callable[[PyTree], dict] | None = None
 
   def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
     """Store the transition; update under ``lax.cond`` when a batch is ready.

@@ -378,7 +378,7 @@ def _serve_commands(conn, group: _EnvGroup, spin: float) -> None:
     if kind == STEP:  # the hot path: no body unless actions are not in shared memory
       report = group.step(pickle.loads(data[size:]) if len(data) > size else None)
       if report is _EMPTY:
-        conn.send_bytes(HEADER.pack(RESULT, rid))
+        process.send_bytes(conn, HEADER.pack(RESULT, rid))
       else:  # a plain tuple: cheaper to unpickle than the NamedTuple
         process.send_result(conn, rid, tuple(report))
       continue

@@ -118,7 +118,22 @@ def make_ppo(config: PPOConfig | None = None) -> Agent:
       ready=lambda state: state.step >= config.rollout_length,
       track=lambda state, transition: track(config, state, transition),
       period=config.rollout_length,
-      name="ppo")
+      name="ppo",
+      summarize=lambda state: summarize(config, state))
+
+
+def summarize(config: PPOConfig, state: PPOState) -> dict:
+  """TensorBoard material: normalizer statistics and the last rollout's actions/log-probs."""
+  buffer = state.buffer
+  scalars = {
+      "normalizer/observ_mean": jnp.mean(state.obs_stats.mean),
+      "normalizer/observ_std": jnp.mean(state.obs_stats.std(config.normalizer_epsilon)),
+      "normalizer/reward_std": jnp.mean(state.reward_stats.std(config.normalizer_epsilon)),
+      "penalty": state.penalty,
+  }
+  histograms = {"action": buffer.raw_action,
+                "log_prob": buffer.policy.log_prob(buffer.raw_action)}
+  return {"scalars": scalars, "histograms": histograms}
 
 
 # ------------------------------------------------------------------------------ init
