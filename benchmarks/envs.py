@@ -22,7 +22,6 @@ import warnings
 from typing import Callable
 
 import gymnasium as gym
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from batchrl.envs.batch import BatchEnv  # noqa: E402  (after the path tweak above)

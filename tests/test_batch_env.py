@@ -190,6 +190,8 @@ def test_step_before_reset_and_bad_arguments_are_errors():
     BatchEnv.from_id("Pendulum-v0", num_envs=2)
   with pytest.raises(ValueError, match="max_restarts"):
     RestartPolicy(max_restarts=-1)
+  with pytest.raises(ValueError, match="did you mean 'max_restarts'"):
+    RestartPolicy(max_restart=2)
   with pytest.raises(ValueError, match="share their spaces"):
     BatchEnv([mock_envs.DurationEnv, mock_envs.DictObsEnv])
 
@@ -284,7 +286,7 @@ def test_dead_worker_without_policy_raises_died_and_closes():
 
 def test_hung_worker_times_out_naming_the_env():
   fns = durations(100) + [functools.partial(mock_envs.HangEnv, at=2)]
-  env = BatchEnv(fns, num_workers=2, timeout=0.5)
+  env = BatchEnv(fns, num_workers=2, timeout=1.0)
   env.reset()
   env.step(np.zeros(2, np.int64))
   pids = env.worker_pids
@@ -296,7 +298,7 @@ def test_hung_worker_times_out_naming_the_env():
 
 def test_hung_worker_is_replaced_under_a_policy():
   fns = durations(100) + [functools.partial(mock_envs.HangEnv, at=2)]
-  env = BatchEnv(fns, num_workers=2, timeout=0.5, restart=RestartPolicy())
+  env = BatchEnv(fns, num_workers=2, timeout=1.0, restart=RestartPolicy())
   env.reset()
   env.step(np.zeros(2, np.int64))
   _, _, _, truncated, infos = env.step(np.zeros(2, np.int64))

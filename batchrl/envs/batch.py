@@ -7,7 +7,9 @@ Two modes, one code path for the environments themselves (``_EnvGroup``):
   rewards, terminated/truncated and final observations live in ONE shared-memory block
   that workers write and the parent reads through numpy views; actions are written there
   by the parent. A step costs one tiny pipe message per worker (its request id) and one
-  reply (empty unless some env returned infos, ended an episode or raised).
+  reply (empty unless some env returned infos, ended an episode or raised). Commands go to
+  every worker before any reply is awaited. A waiting process polls its pipe for up to
+  ``spin`` seconds before it sleeps (see ``spin_until_readable`` for why).
 
 Auto-reset is same-step: when an env ends an episode, the observation returned is the first
 one of the next episode and ``infos["final_obs"]`` ([N, ...], valid where
@@ -21,6 +23,7 @@ one of the next episode and ``infos["final_obs"]`` ([N, ...], valid where
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 import pickle
@@ -48,7 +51,7 @@ _FLAT_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
 _ACTION_KINDS = {"f": "fiu", "i": "iu", "u": "iu", "b": "biu"}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class RestartPolicy:
   """What to do when an environment fails: recreate it, reset it, and go on.
 
@@ -71,9 +74,21 @@ class RestartPolicy:
   on_death: bool = True
   on_timeout: bool = True
 
-  def __post_init__(self):
-    if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or (
-        self.max_restarts < 0):
+  # Not batchrl.configs.configclass: importing batchrl.configs loads the agents (and JAX),
+  # which every worker process would then pay for at start-up.
+  def __init__(self, **kwargs):
+    names = [f.name for f in dataclasses.fields(self)]
+    for key, value in kwargs.items():
+      if key not in names:
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"unknown RestartPolicy field {key!r}; {hint}valid: {', '.join(names)}")
+    for f in dataclasses.fields(self):
+      object.__setattr__(self, f.name, kwargs.get(f.name, f.default))
+    self._check()
+
+  def _check(self) -> None:
+    if type(self.max_restarts) is not int or self.max_restarts < 0:
       raise ValueError(f"RestartPolicy.max_restarts must be an int >= 0, got {self.max_restarts!r}")
     for name in ("on_error", "on_death", "on_timeout"):
       if not isinstance(getattr(self, name), bool):
@@ -148,6 +163,7 @@ class _Report(NamedTuple):
   """What a command produced beyond the shared arrays (None where there is nothing)."""
 
   infos: dict | None = None  # info columns (see _info_columns)
+  info_block: tuple | None = None  # or all infos as one record block (see _info_block)
   ended: list | None = None  # envs whose episode ended this step (final obs were written)
   final_infos: dict | None = None  # their final infos, as columns
   errors: list | None = None  # (env index, ErrorRecord)
@@ -178,6 +194,7 @@ class _EnvGroup:
     # Observations of spaces that are not in shared memory, handed over with each reply.
     self._loose_obs: dict = {}
     self._loose_final: dict = {}
+    self._record_types: dict = {}  # info layout -> record dtype, see _info_block
 
   def build(self) -> tuple[gym.Space, gym.Space]:
     """Constructs every env; raises EnvWorkerError naming the env that failed."""
@@ -289,7 +306,9 @@ class _EnvGroup:
     if infos is None and finals is None and errors is None and loose_obs is None:
       return _EMPTY
     # Columns are built here, in the worker, where the work runs in parallel.
-    return _Report(_info_columns(infos) if infos else None,
+    block = _info_block(infos, self._record_types) if infos and len(infos) == len(
+        self.indices) else None
+    return _Report(_info_columns(infos) if infos and block is None else None, block,
                    [i for i, _ in finals] if finals else None,
                    _info_columns(finals) if finals else None,
                    errors, loose_obs, loose_final)
@@ -330,9 +349,11 @@ def spin_until_readable(poller, seconds: float) -> bool:
   """Polls without sleeping for up to ``seconds``; True once the watched pipe is readable.
 
   Why: waking a process that sleeps in read() costs a scheduler round trip (tens of µs on
-  a VM), as much as a cheap env step. A process that is still polling when its message
-  lands skips that cost, and the writer's write() is cheaper too. ``sched_yield`` keeps
-  the spinning polite: any runnable process on this core goes first.
+  a VM), as much as a cheap env step, and the woken process then runs cold: on a 2-vCPU
+  VM, HalfCheetah steps taken right after a 200 µs sleep cost ~50% more (measured). A
+  process that is still polling when its message lands skips both, and the writer's
+  write() is cheaper too. ``sched_yield`` keeps the polling polite: any runnable process
+  on this core goes first.
   """
   deadline = time.perf_counter() + seconds
   while not poller.poll(0):
@@ -340,6 +361,13 @@ def spin_until_readable(poller, seconds: float) -> bool:
       return False
     os.sched_yield()
   return True
+
+
+def _usable_cpus() -> int:
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not on Linux
+    return os.cpu_count() or 1
 
 
 def _serve_group(conn, constructors, indices, slot, spin: float = 0.0) -> None:
@@ -356,9 +384,11 @@ def _serve_group(conn, constructors, indices, slot, spin: float = 0.0) -> None:
     conn.send_bytes(process.encode(EXCEPTION, 0, record))
     group.close()
     return
-  conn.send_bytes(process.encode(READY, 0, spaces))
   try:
+    conn.send_bytes(process.encode(READY, 0, spaces))
     _serve_commands(conn, group, spin)
+  except (EOFError, OSError):  # the parent is gone (or closed the pipe): nothing to answer
+    pass
   finally:
     group.close()
 
@@ -370,10 +400,7 @@ def _serve_commands(conn, group: _EnvGroup, spin: float) -> None:
   while True:
     if spin > 0:
       spin_until_readable(poller, spin)
-    try:
-      data = conn.recv_bytes()
-    except (EOFError, OSError):  # the parent is gone
-      return
+    data = conn.recv_bytes()  # EOFError when the parent is gone: handled by the caller
     kind, rid = unpack(data)
     if kind == STEP:  # the hot path: no body unless actions are not in shared memory
       report = group.step(pickle.loads(data[size:]) if len(data) > size else None)
@@ -473,7 +500,7 @@ class _ProcessBackend:
                   np.array_split(np.arange(len(constructors)), num_workers)]
     self.owner = {i: w for w, part in enumerate(self.parts) for i in part}
     self.context, self.timeout, self.start_timeout = context, timeout, start_timeout
-    self.spin = spin
+    self.spin, self.cpus = spin, _usable_cpus()
     self.workers: list[WorkerHandle] = [self._spawn(w) for w in range(num_workers)]
     self.memory = self.layout = self.bufs = None
     self._release = None
@@ -560,7 +587,7 @@ class _ProcessBackend:
     Returns (reports, failures): failures are (worker, EnvWorkerDied | EnvWorkerTimeout)
     for workers that died or did not answer in time (those are killed).
     """
-    reports, failures, waiting = [], [], {}
+    replies, failures, waiting = {}, [], {}
     poller = select.poll()
     for w in rids:
       fd = self.workers[w].conn.fileno()
@@ -569,7 +596,10 @@ class _ProcessBackend:
     deadline = time.monotonic() + self.timeout
     try:
       while waiting:
-        if self.spin > 0:
+        # Poll only while fewer workers are still busy than there are CPUs: polling with
+        # every CPU taken by a stepping worker would slow that worker down. Until then
+        # sleep; the wake-up of the first replies overlaps the last worker's stepping.
+        if self.spin > 0 and len(waiting) < self.cpus:
           spin_until_readable(poller, self.spin)
         ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000.0)
         if not ready:
@@ -583,7 +613,7 @@ class _ProcessBackend:
           else:
             if reply is None:
               continue  # a stale reply was dropped; keep waiting for this worker
-            reports.append(self._as_report(w, reply))
+            replies[w] = self._as_report(w, reply)
           poller.unregister(fd)
           del waiting[fd]
     finally:
@@ -593,7 +623,7 @@ class _ProcessBackend:
       error = self.workers[w].timed_out(during, self.timeout)
       self.workers[w].kill()
       failures.append((w, self._blame(w, error, EnvWorkerTimeout, timeout=self.timeout)))
-    return reports, failures
+    return [replies[w] for w in sorted(replies)], failures  # in env order
 
   def _as_report(self, w: int, reply) -> _Report:
     kind, body = reply
@@ -697,6 +727,64 @@ def _column(index: list, values: list) -> tuple:
   return index, None, None, values
 
 
+_SCALARS = (float, int, bool, np.floating, np.integer, np.bool_)
+
+
+def _info_block(pairs: list, cache: dict) -> tuple | None:
+  """All infos as ONE record array, when every env returned the same keys holding scalars.
+
+  The usual case (MuJoCo envs return a few floats every step), and the cheapest to send and
+  to merge: one ``np.array`` call here, one ``np.frombuffer`` in the parent. None otherwise.
+  """
+  first = pairs[0][1]
+  keys = tuple(first)
+  layout = (keys, tuple(type(value) for value in first.values()))
+  dtype = cache.get(layout)
+  if dtype is None:
+    if not all(isinstance(value, _SCALARS) for value in first.values()):
+      return None
+    dtype = cache[layout] = np.dtype([(key, np.asarray(value).dtype)
+                                      for key, value in first.items()])
+  rows = []
+  for _, info in pairs:
+    if tuple(info) != keys:
+      return None
+    rows.append(tuple(info.values()))
+  try:
+    records = np.array(rows, dtype=dtype)
+  except (TypeError, ValueError):  # e.g. a later value of another type
+    return None
+  return [i for i, _ in pairs], tuple(dtype.descr), records.tobytes()
+
+
+@functools.lru_cache(maxsize=64)
+def _record_dtype(descr: tuple) -> np.dtype:
+  return np.dtype(list(descr))
+
+
+def _block_columns(block: tuple) -> dict:
+  index, descr, data = block
+  records = np.frombuffer(data, _record_dtype(descr))
+  return {name: _column(index, list(records[name])) for name in records.dtype.names}
+
+
+def _collect_infos(reports: list[_Report], n: int) -> dict:
+  """The vector infos of one command, from the reports of all workers (in env order)."""
+  blocks = [report.info_block for report in reports if report.info_block]
+  column_sets = [report.infos for report in reports if report.infos]
+  if blocks and not column_sets:
+    columns = [(index, descr) for index, descr, _ in blocks]
+    if len({descr for _, descr in columns}) == 1 and _covers_all(columns, n):
+      records = np.frombuffer(bytearray(b"".join(data for _, _, data in blocks)),
+                              _record_dtype(blocks[0][1]))
+      out = {}
+      for name in records.dtype.names:
+        out[name], out["_" + name] = records[name], np.ones(n, np.bool_)
+      return out
+  column_sets += [_block_columns(block) for block in blocks]
+  return _merge_infos(column_sets, n) if column_sets else {}
+
+
 def _column_values(column: tuple):
   index, dtype, shape, payload = column
   if dtype is None:
@@ -712,12 +800,36 @@ def _merge_infos(column_sets: list[dict], n: int) -> dict:
       parts.setdefault(key, []).append(column)
   out = {}
   for key, columns in parts.items():
+    if _covers_all(columns, n):  # the common case: every env returned this key
+      value = _joined(columns, n)
+      out[key] = _merge_column(columns, n) if value is None else value
+      out["_" + key] = np.ones(n, np.bool_)
+      continue
     mask = np.zeros(n, np.bool_)
     for column in columns:
       mask[column[0]] = True
-    out[key] = _merge_column(columns, n)
-    out["_" + key] = mask
+    out[key], out["_" + key] = _merge_column(columns, n), mask
   return out
+
+
+def _covers_all(columns: list[tuple], n: int) -> bool:
+  """Whether the columns (in env order, each increasing) hold envs 0..n-1 exactly."""
+  offset = 0
+  for column in columns:
+    index = column[0]
+    if index[0] != offset or index[-1] != offset + len(index) - 1:
+      return False
+    offset += len(index)
+  return offset == n
+
+
+def _joined(columns: list[tuple], n: int) -> np.ndarray | None:
+  """Numeric columns of one dtype and shape covering all envs: one buffer, no scatter."""
+  first = columns[0]
+  if first[1] is None or any(column[1:3] != first[1:3] for column in columns):
+    return None
+  data = bytearray(b"".join(column[3] for column in columns))  # bytearray: writable result
+  return np.frombuffer(data, first[1]).reshape(n, *first[2])
 
 
 def _merge_column(columns: list[tuple], n: int):
@@ -756,6 +868,11 @@ class BatchEnv(VectorEnv):
     timeout: seconds to wait for the workers' answer to any one command.
     context: 'spawn' or 'forkserver' (never fork: JAX may be loaded here).
     start_timeout: seconds allowed for workers to start and build their envs.
+    spin: seconds a waiting worker (and the parent, while a CPU is free) polls before
+      sleeping. Waking a sleeping process is slow on VMs, and it then steps its envs
+      slower for a while (cold caches). Polling yields the CPU to any other runnable
+      process; 0 always sleeps (use it when the time between steps is long, e.g. a slow
+      learner, and idle CPU matters).
   """
 
   metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -767,13 +884,14 @@ class BatchEnv(VectorEnv):
     self.num_envs = len(fns)
     self._policy = RestartPolicy() if restart is True else (restart or None)
     self._seed_root = _check_seed(seed)
+    spin = _check_spin(spin)
     self._backend = None
     if num_workers == 0:
       self._backend = _LocalBackend(fns)
     else:
       self._backend = _ProcessBackend(fns, num_workers, context, process.check_timeout(timeout),
                                       process.check_timeout(start_timeout, "start_timeout"),
-                                      _check_spin(spin))
+                                      spin)
     try:
       self._setup_spaces(self._backend.start())
       self._bufs = self._backend.attach(self._layout)
@@ -791,14 +909,15 @@ class BatchEnv(VectorEnv):
   @classmethod
   def from_id(cls, env_id: str, num_envs: int, num_workers: int = 0, seed: int | None = None,
               restart: RestartPolicy | bool | None = None, timeout: float = 60.0,
-              context: str = "spawn", spin: float = 0.002, **make_kwargs) -> "BatchEnv":
+              context: str = "spawn", start_timeout: float = 120.0, spin: float = 0.002,
+              **make_kwargs) -> "BatchEnv":
     """``num_envs`` copies of ``gymnasium.make(env_id, **make_kwargs)``."""
     process.check_env_id(env_id)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
       raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     fn = functools.partial(process.make_from_id, env_id, **make_kwargs)
     return cls([fn] * num_envs, num_workers=num_workers, seed=seed, restart=restart,
-               timeout=timeout, context=context, spin=spin)
+               timeout=timeout, context=context, start_timeout=start_timeout, spin=spin)
 
   @staticmethod
   def _check_args(env_fns, num_workers, restart, context) -> list:
@@ -864,8 +983,7 @@ class BatchEnv(VectorEnv):
     self._ready[[i for i, _ in targets]] = True
     for report in reports:
       self._absorb(report)
-    infos = _merge_infos([r.infos for r in reports if r.infos], self.num_envs)
-    return self._read_obs(), infos
+    return self._read_obs(), _collect_infos(reports, self.num_envs)
 
   def step(self, actions):
     """Steps every env once; returns ``(obs, rewards, terminated, truncated, infos)``."""
@@ -1067,8 +1185,7 @@ class BatchEnv(VectorEnv):
     obs = self._read_obs()
     rewards, terminated, truncated = (bufs.rewards.copy(), bufs.terminated.copy(),
                                       bufs.truncated.copy())
-    column_sets = [report.infos for report in reports if report.infos]
-    infos = _merge_infos(column_sets, n) if column_sets else {}
+    infos = _collect_infos(reports, n)
     if any(report.ended for report in reports):
       self._add_finals(infos, reports)
     if restarted is not None and restarted.any():

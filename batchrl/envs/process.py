@@ -119,8 +119,7 @@ def _env_name(index: int | None) -> str:
 def make_env(constructor: Callable[[], Any] | str):
   """Builds an environment from an env id string or a zero-argument callable."""
   if isinstance(constructor, str):
-    import gymnasium
-    env = gymnasium.make(constructor)
+    env = make_from_id(constructor)
   else:
     env = constructor()
   if not (callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None))):
@@ -130,9 +129,10 @@ def make_env(constructor: Callable[[], Any] | str):
 
 
 def make_from_id(env_id: str, **kwargs):
-  """``gymnasium.make(env_id, **kwargs)``; module level so ``functools.partial`` of it pickles."""
-  import gymnasium
-  return gymnasium.make(env_id, **kwargs)
+  """``gymnasium.make(env_id, **kwargs)`` through ``batchrl.envs.core.make_gym`` (the one
+  place ids are resolved); module level so that ``functools.partial`` of it pickles."""
+  from batchrl.envs.core import make_gym  # lazily: keeps this module's import light
+  return make_gym(env_id, **kwargs)
 
 
 def check_env_id(env_id: str) -> None:
@@ -262,14 +262,19 @@ def _serve_env(conn, constructor) -> None:
     send_exception(conn, 0)
     conn.close()
     return
-  conn.send_bytes(encode(READY, 0))
+  try:
+    conn.send_bytes(encode(READY, 0))
+    _serve_requests(conn, env)
+  except (EOFError, OSError):  # the parent is gone (or closed the pipe): nothing to answer
+    pass
+  finally:
+    _close_quietly(env)
+
+
+def _serve_requests(conn, env) -> None:
   while True:
-    try:
-      kind, rid, body = decode(conn.recv_bytes())
-    except (EOFError, OSError):  # the parent is gone
-      return
-    if kind == CLOSE:
-      _close_quietly(env)
+    kind, rid, body = decode(conn.recv_bytes())
+    if kind == CLOSE:  # the env is closed by the caller's `finally`
       conn.send_bytes(encode(RESULT, rid, (None,)))
       return
     try:
