@@ -31,9 +31,44 @@ SINGLE = "gymnasium single env"
 SYNC, ASYNC = "gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv"
 
 
+GYMNAX_ENVS = {"CartPole-v1", "Pendulum-v1"}  # same dynamics as the Gymnasium ids
+SIMULATE_ENVS = 1024
+
+
 def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str, int, float]]:
-  """HOOK for more rows (e.g. gymnax / batchrl.simulate): returns [(runner, n, steps/s)]."""
-  return []
+  """In-graph rows: the gymnax env with random actions through ``batchrl.simulate``.
+
+  Each timed call is one compiled ``lax.scan`` of 1000 fused steps of 1024 envs; only the
+  episode statistics leave the program.
+  """
+  del sizes
+  if env_id not in GYMNAX_ENVS:
+    return []
+  import functools
+  import jax
+  from batchrl import simulation
+  from batchrl.agents.simple import random_agent
+  from batchrl.envs.jax_env import make_vec
+
+  env = make_vec(env_id, SIMULATE_ENVS)
+  agent = random_agent(env.single_action_space)
+  steps = 1000
+
+  def run(sim):
+    sim, rollout = simulation.simulate(env, agent, sim, steps, mode="track")
+    return sim, simulation.episode_stats(rollout)
+
+  run = jax.jit(run)
+  state = {"sim": simulation.init(env, agent, jax.random.key(0))}
+
+  def step(k):
+    del k
+    state["sim"], stats = run(state["sim"])
+    jax.block_until_ready(stats)
+
+  step(0)  # compile outside the timed window
+  rate = measure(step, SIMULATE_ENVS * steps, seconds)
+  return [("batchrl simulate (gymnax, in-graph)", SIMULATE_ENVS, rate)]
 
 
 def measure(step: Callable[[int], None], n: int, seconds: float) -> float:
