@@ -88,6 +88,7 @@ def _train(args) -> int:
   exp = configs.get(args.config)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   exp = configs.apply_overrides(exp, overrides)
+  experiment.check_seeds(exp, args.seeds)
   run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
   exp, resumed = experiment.prepare_run(run_dir, exp, overrides if args.timestamp else [])
   log.info("%s run %s", "Resuming" if resumed else "Starting", run_dir)

@@ -160,16 +160,29 @@ def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[E
 # --------------------------------------------------------------------------- training
 
 
+def check_seeds(exp: Experiment, seeds: int | None) -> None:
+  """``--seeds`` needs in-graph environments: checked before a run directory is made."""
+  if seeds is None:
+    return
+  if not isinstance(seeds, int) or seeds < 1:
+    raise ConfigError(f"--seeds must be a positive int, got {seeds!r}.")
+  if exp.run.backend != "gymnax":
+    raise ConfigError("--seeds trains several agents in one compiled program and needs "
+                      f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
+                      f"backend {exp.run.backend!r}.")
+
+
+def _per_seed(scores) -> dict[str, float]:
+  return {f"seed{i}/mean_score": float(x) for i, x in enumerate(scores)}
+
+
 class Trainer:
   """Compiled pieces of one run and the loop that alternates them (train, eval, save)."""
 
   def __init__(self, exp: Experiment, run_dir: Path, *, seeds: int | None = None):
     from batchrl.train import fused
 
-    if seeds is not None and exp.run.backend != "gymnax":
-      raise ConfigError("--seeds trains several agents in one compiled program and needs "
-                        f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
-                        f"backend {exp.run.backend!r}.")
+    check_seeds(exp, seeds)
     self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
     self.env = build_env(exp.run)
     self.agent = build_agent(exp)
@@ -213,7 +226,7 @@ class Trainer:
     metrics["steps_per_second"] = iterations * self.steps_per_iteration / max(
         time.perf_counter() - start, 1e-9) * (self.seeds or 1)
     if self.seeds:
-      metrics["scores_per_seed"] = per_seed_scores(infos)
+      metrics.update(_per_seed(per_seed_scores(infos)))
     return metrics
 
   def eval_phase(self) -> dict[str, Any]:
@@ -222,7 +235,7 @@ class Trainer:
       self.sim = self.restart(self.sim)  # evaluation used the same host envs
     metrics = {k: float(np.nanmean(np.asarray(v, np.float64))) for k, v in stats.items()}
     if self.seeds:
-      metrics["scores_per_seed"] = [float(x) for x in np.asarray(stats["mean_score"])]
+      metrics.update(_per_seed(np.asarray(stats["mean_score"])))
     return metrics
 
   def close(self) -> None:

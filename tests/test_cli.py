@@ -123,3 +123,14 @@ def test_host_backend_trains_through_worker_processes(tmp_path):
   assert code == 0
   records = [json.loads(x) for x in (tmp_path / "H-pendulum" / "metrics.jsonl").read_text().split("\n") if x]
   assert records[-1]["phase"] == "eval" and -2000 < records[-1]["mean_score"] < 0
+
+
+def test_seeds_train_several_agents_in_one_program(tmp_path, capsys):
+  args = ["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), "--timestamp", "S",
+          "--seeds", "2", *TINY[:2], "--set", "report_every=4096", *TINY[8:]]
+  assert main(args) == 0
+  last = json.loads((tmp_path / "S-cartpole_fused" / "metrics.jsonl").read_text().splitlines()[-1])
+  assert last["phase"] == "eval" and {"seed0/mean_score", "seed1/mean_score"} <= set(last)
+  assert main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--seeds", "2"]) == 2
+  assert "needs in-graph environments" in capsys.readouterr().err
+  assert [p.name for p in tmp_path.iterdir()] == ["S-cartpole_fused"]  # no orphan run dir
