@@ -123,3 +123,16 @@ class DictObsEnv(gym.Env):
 
 def failing_constructor():
   raise ValueError("bad constructor: this env cannot be built")
+
+
+def alive(pid: int) -> bool:
+  """Whether process ``pid`` still runs (a zombie answers kill(0) but has ended)."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().split(")")[-1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False

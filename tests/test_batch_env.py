@@ -23,16 +23,6 @@ def durations(*ds):
   return [functools.partial(mock_envs.DurationEnv, duration=d) for d in ds]
 
 
-def _alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      return f.read().split(")")[-1].split()[0] != "Z"
-  except FileNotFoundError:
-    return False
 
 
 @pytest.fixture(scope="module")
@@ -139,13 +129,13 @@ def test_close_leaves_no_process_and_no_shared_memory():
   env = BatchEnv(durations(1, 2, 3), num_workers=3)
   env.reset()
   pids = env.worker_pids
-  assert len(pids) == 3 and all(_alive(pid) for pid in pids)
+  assert len(pids) == 3 and all(mock_envs.alive(pid) for pid in pids)
   env.close()
   env.close()  # idempotent
   deadline = time.monotonic() + 10
-  while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+  while any(mock_envs.alive(pid) for pid in pids) and time.monotonic() < deadline:
     time.sleep(0.05)
-  assert not any(_alive(pid) for pid in pids)
+  assert not any(mock_envs.alive(pid) for pid in pids)
   assert not {p.pid for p in multiprocessing.active_children()} & set(pids)
   assert set(glob.glob("/dev/shm/*")) <= before
   with pytest.raises(EnvClosedError, match="closed"):
@@ -293,7 +283,7 @@ def test_hung_worker_times_out_naming_the_env():
   with pytest.raises(EnvWorkerTimeout) as info:
     env.step(np.zeros(2, np.int64))
   assert info.value.index == 1 and "environment 1" in str(info.value)
-  assert env.closed and not _alive(pids[1])
+  assert env.closed and not mock_envs.alive(pids[1])
 
 
 def test_hung_worker_is_replaced_under_a_policy():

@@ -20,23 +20,12 @@ except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  # A zombie still answers kill(0); it has ended all the same.
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      return f.read().split(")")[-1].split()[0] != "Z"
-  except FileNotFoundError:
-    return False
 
 
 def _wait_dead(pids, seconds: float = 10.0) -> list[int]:
   deadline = time.monotonic() + seconds
   while time.monotonic() < deadline:
-    alive = [pid for pid in pids if _alive(pid)]
+    alive = [pid for pid in pids if mock_envs.alive(pid)]
     if not alive:
       return []
     time.sleep(0.05)
