@@ -87,7 +87,7 @@ def host_pendulum(target: float = -200.0, max_steps: int = 200_000) -> dict:
 def host_cheetah(steps: int = 1_000_000) -> dict:
   exp = configs.get("cheetah")
   exp = dataclasses.replace(exp, run=dataclasses.replace(
-      exp.run, steps=steps, num_envs=8, report_every=steps // 10))
+      exp.run, steps=steps, report_every=steps // 10))
   with tempfile.TemporaryDirectory() as tmp:
     trainer = experiment.Trainer(exp, Path(tmp))
     start = time.perf_counter()

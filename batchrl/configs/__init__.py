@@ -133,11 +133,11 @@ REGISTRY = Registry("config")
 _ORIGINAL_PPO = PPOConfig()
 
 
-def _mujoco(name: str, env: str, steps: int, **ppo) -> Experiment:
+def _mujoco(name: str, env: str, steps: int, num_envs: int = 30, **ppo) -> Experiment:
   rollout = 1000 * ppo.pop("update_every_episodes", 30) // 30
   return Experiment(name, RunConfig(
-      env=env, max_length=1000, steps=steps, report_every=100_000, eval_every=1_000_000,
-      checkpoint_every=1_000_000), dataclasses.replace(
+      env=env, num_envs=num_envs, max_length=1000, steps=steps, report_every=100_000,
+      eval_every=1_000_000, checkpoint_every=1_000_000), dataclasses.replace(
           _ORIGINAL_PPO, rollout_length=rollout, rescale_actions=False, **ppo))
 
 
@@ -187,7 +187,8 @@ def _register_all() -> None:
                     "Pendulum-v1 in gymnax: training is one compiled program")
   mujoco = {
       "reacher": ("Reacher-v5", 5_000_000, dict(discount=0.985, update_every_episodes=60)),
-      "cheetah": ("HalfCheetah-v5", 10_000_000, dict(discount=0.99)),
+      # 8 envs measured: return 3500 after 1M steps in 4.3 min on 2 cores (30: fewer updates)
+      "cheetah": ("HalfCheetah-v5", 10_000_000, dict(discount=0.99, num_envs=8)),
       "walker": ("Walker2d-v5", 10_000_000, {}),
       "hopper": ("Hopper-v5", 10_000_000, dict(update_every_episodes=60)),
       "ant": ("Ant-v5", 20_000_000, {}),
