@@ -95,7 +95,8 @@ def _train(args) -> int:
   result = experiment.train(exp, run_dir, seeds=args.seeds,
                             progress=not args.no_progress and sys.stderr.isatty(),
                             use_tensorboard=not args.no_tensorboard)
-  log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
+  if result:
+    log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
   return 0
 
 

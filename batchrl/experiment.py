@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from batchrl import checkpoint
+from batchrl import checkpoint, simulation
 from batchrl.configs import Experiment, RunConfig
 from batchrl.configs.base import ConfigError
 
@@ -100,16 +99,21 @@ def _due(before: int, after: int, every: int, final: bool) -> bool:
 # --------------------------------------------------------------------------- metrics
 
 
+def _episode_weighted(means, episodes) -> float:
+  """Mean of per-iteration means weighted by their episode counts (NaN when no episodes)."""
+  means, episodes = np.asarray(means, np.float64), np.asarray(episodes, np.float64)
+  w = np.where(np.isnan(means), 0.0, episodes)
+  return float(np.sum(np.nan_to_num(means) * w) / w.sum()) if w.sum() else math.nan
+
+
 def summarize(infos: dict) -> dict[str, float]:
   """Reduces stacked iteration infos ``[..., N]`` to one report: scores weighted by episodes."""
   infos = jax.device_get(infos)
-  episodes = np.asarray(infos.get("episodes", 0), np.float64)
   out = {}
   for name, value in infos.items():
     value = np.asarray(value, np.float64)
     if name in ("mean_score", "mean_length"):
-      w = np.where(np.isnan(value), 0.0, episodes)
-      out[name] = float(np.sum(np.nan_to_num(value) * w) / np.sum(w)) if w.sum() else math.nan
+      out[name] = _episode_weighted(value, infos["episodes"])
     elif name == "episodes":
       out[name] = float(np.sum(value))
     else:
@@ -119,11 +123,8 @@ def summarize(infos: dict) -> dict[str, float]:
 
 def per_seed_scores(infos: dict) -> list[float]:
   """Mean score per seed for a vmapped run (infos ``[S, N]``)."""
-  score = np.asarray(jax.device_get(infos["mean_score"]), np.float64)
-  episodes = np.asarray(jax.device_get(infos["episodes"]), np.float64)
-  w = np.where(np.isnan(score), 0.0, episodes)
-  return [float(np.sum(np.nan_to_num(s) * ws) / ws.sum()) if ws.sum() else math.nan
-          for s, ws in zip(score, w)]
+  infos = jax.device_get(infos)
+  return [_episode_weighted(s, e) for s, e in zip(infos["mean_score"], infos["episodes"])]
 
 
 # --------------------------------------------------------------------------- run directory
@@ -191,7 +192,7 @@ class Trainer:
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
     self.evaluate = jax.jit(jax.vmap(evaluate) if seeds else evaluate)
-    self.restart = jax.jit(functools.partial(_restart, self.env))
+    self.restart = jax.jit(functools.partial(simulation.restart, self.env))
     summarize = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
     self.summarize = jax.jit(lambda state: summarize(first(state)))
@@ -242,11 +243,6 @@ class Trainer:
     close_env(self.env)
 
 
-def _restart(env, sim):
-  from batchrl.simulation import restart
-  return restart(env, sim)
-
-
 def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
           progress: bool = True, use_tensorboard: bool = True) -> dict[str, Any]:
   """Trains (or resumes) the run in ``run_dir``; returns the last eval metrics."""
@@ -256,6 +252,9 @@ def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
   try:
     trainer.restore()
     plan = trainer.plan
+    if trainer.iteration >= plan["total"]:
+      log.info("%s is already complete (step %d); nothing to train.", run_dir, trainer.step)
+      return {}
     logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
     bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
                    enabled=progress)
