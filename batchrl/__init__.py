@@ -18,7 +18,8 @@ _LAZY = {
     "make_vec": "batchrl.envs.jax_env",
     "simulate": "batchrl.simulation",
     "EnvSpec": "batchrl.specs",
-    "Agent": "batchrl.agents.core",
+    "Model": "batchrl.agents.core",
+    "Agent": "batchrl.agent",
     "Transition": "batchrl.agents.core",
 }
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from batchrl.agents.core import Agent, Transition
+from batchrl.agents.core import Model, Transition
 from batchrl.specs import EnvSpec
 
 MODES = ("observe", "store", "track")
@@ -52,7 +52,7 @@ def env_spec(env) -> EnvSpec:
   return EnvSpec(env.single_observation_space, env.single_action_space, int(env.num_envs))
 
 
-def init(env, agent: Agent, key: jax.Array, agent_state=None) -> SimState:
+def init(env, agent: Model, key: jax.Array, agent_state=None) -> SimState:
   """Resets all envs and (unless given) initialises the agent from the env's spec."""
   env_key, agent_key, key = jax.random.split(key, 3)
   obs, env_state = env.reset(env_key)
@@ -71,7 +71,7 @@ def restart(env, sim: SimState) -> SimState:
                       episode_length=zeros.astype(jnp.int32))
 
 
-def step(env, agent: Agent, sim: SimState, *, mode: str = "observe",
+def step(env, agent: Model, sim: SimState, *, mode: str = "observe",
          deterministic: bool = False) -> tuple[SimState, Rollout]:
   """One fused step: act on ``sim.obs``, step the envs, hand the transition to the agent."""
   key, act_key, env_key = jax.random.split(sim.key, 3)
@@ -90,7 +90,7 @@ def step(env, agent: Agent, sim: SimState, *, mode: str = "observe",
   return new_sim, rollout
 
 
-def _hand_over(agent: Agent, state, transition: Transition, mode: str):
+def _hand_over(agent: Model, state, transition: Transition, mode: str):
   if mode == "observe":
     return agent.observe(state, transition)
   if mode == "store":
@@ -100,7 +100,7 @@ def _hand_over(agent: Agent, state, transition: Transition, mode: str):
   raise ValueError(f"Unknown simulate mode {mode!r}; valid: {', '.join(MODES)}.")
 
 
-def simulate(env, agent: Agent, sim: SimState, num_steps: int, *, mode: str = "observe",
+def simulate(env, agent: Model, sim: SimState, num_steps: int, *, mode: str = "observe",
              deterministic: bool = False) -> tuple[SimState, Rollout]:
   """Scans ``step`` ``num_steps`` times; returns the final state and the ``[T, B]`` rollout.
 

@@ -1,6 +1,8 @@
-"""The agent core shared by every agent (PPO, VPG, TRPO, DQN, NAF, DQFD, ...).
+"""The model core shared by every agent (PPO, VPG, TRPO, DQN, NAF, DQFD, ...).
 
-An agent is a bundle of pure functions over one explicit state pytree. Nothing is hidden in
+In TensorForce's words the *Model* computes actions and updates, and the *Agent*
+(``batchrl.Agent``, the object users drive) handles interaction: preprocessing, exploration,
+per-stream buffering. A model is a bundle of pure functions over one explicit state pytree. Nothing is hidden in
 Python objects, so every function can be ``jax.jit``-ed, ``jax.vmap``-ed over seeds, and the
 whole state is what a checkpoint saves.
 
@@ -56,8 +58,8 @@ def _identity_track(state, transition):
 
 
 @dataclasses.dataclass(frozen=True)
-class Agent:
-  """Pure functions of an agent. Build one with an agent's ``make_agent(config)``.
+class Model:
+  """Pure functions of an agent's model. Build one with e.g. ``make_ppo(config)``.
 
   Attributes:
     init: ``(key, spec) -> state``.

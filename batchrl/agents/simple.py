@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.agents.core import Agent, never_ready, no_store, no_update
+from batchrl.agents.core import Model, never_ready, no_store, no_update
 from batchrl.specs import EnvSpec
 
 
@@ -44,7 +44,7 @@ def _sample_box(key, space: gym.spaces.Box, batch: int):
   return jax.random.uniform(key, shape, jnp.float32, low, high).astype(space.dtype)
 
 
-def random_agent(action_space: gym.Space) -> Agent:
+def random_agent(action_space: gym.Space) -> Model:
   """Uniformly random actions from ``action_space`` (unbounded Box dims use [-1, 1])."""
 
   def init(key, spec: EnvSpec):
@@ -59,11 +59,11 @@ def random_agent(action_space: gym.Space) -> Agent:
     batch = jax.tree.leaves(obs)[0].shape[0]
     return sample_space(key, action_space, batch), {}
 
-  return Agent(init=init, act=act, store=no_store, update=no_update, ready=never_ready,
+  return Model(init=init, act=act, store=no_store, update=no_update, ready=never_ready,
                name="random")
 
 
-def fixed_agent(policy: Callable) -> Agent:
+def fixed_agent(policy: Callable) -> Model:
   """A fixed policy ``policy(obs[B, ...]) -> action[B, ...]`` (pure JAX), no learning."""
 
   def init(key, spec: EnvSpec):
@@ -74,5 +74,5 @@ def fixed_agent(policy: Callable) -> Agent:
     del state, key, deterministic
     return policy(obs), {}
 
-  return Agent(init=init, act=act, store=no_store, update=no_update, ready=never_ready,
+  return Model(init=init, act=act, store=no_store, update=no_update, ready=never_ready,
                name="fixed")

@@ -1,6 +1,6 @@
 """The fused driver: whole training runs as compiled programs over in-graph environments.
 
-Agent-generic: anything with the ``Agent`` interface and a JAX-native batched env
+Model-generic: anything with the ``Model`` interface (``batchrl.agents.core``) and a JAX-native batched env
 (``batchrl.envs.jax_env``). One *iteration* is ``agent.period`` fused steps of env + act +
 store, then one ``agent.update`` (agents without a fixed period run ``observe`` steps,
 updating whenever they are ready). A training run is a ``lax.scan`` of iterations, optionally
@@ -24,12 +24,12 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from batchrl.agents.core import Agent, Transition
+from batchrl.agents.core import Model, Transition
 from batchrl.simulation import Rollout, SimState, episode_stats, restart, simulate
 from batchrl.simulation import init as init_simulation
 
 
-def make_iteration(env, agent: Agent, steps_per_iteration: int | None = None
+def make_iteration(env, agent: Model, steps_per_iteration: int | None = None
                    ) -> Callable[[SimState], tuple[SimState, dict]]:
   """A pure ``iteration(sim) -> (sim, info)``: collect experience, then learn.
 
@@ -44,23 +44,23 @@ def make_iteration(env, agent: Agent, steps_per_iteration: int | None = None
   """
   if agent.period is not None:
     if steps_per_iteration not in (None, agent.period):
-      raise ValueError(f"Agent {agent.name!r} updates every {agent.period} steps; "
+      raise ValueError(f"Model {agent.name!r} updates every {agent.period} steps; "
                        f"steps_per_iteration must be None or {agent.period}, got "
                        f"{steps_per_iteration!r}.")
     return functools.partial(_store_then_update, env, agent)
   if not isinstance(steps_per_iteration, int) or steps_per_iteration < 1:
-    raise ValueError(f"Agent {agent.name!r} has no fixed update period; pass "
+    raise ValueError(f"Model {agent.name!r} has no fixed update period; pass "
                      f"steps_per_iteration as a positive int, got {steps_per_iteration!r}.")
   return functools.partial(_observe, env, agent, steps_per_iteration)
 
 
-def _store_then_update(env, agent: Agent, sim: SimState):
+def _store_then_update(env, agent: Model, sim: SimState):
   sim, rollout = simulate(env, agent, sim, agent.period, mode="store")
   agent_state, metrics = agent.update(sim.agent_state)
   return sim._replace(agent_state=agent_state), {**episode_stats(rollout), **metrics}
 
 
-def _observe(env, agent: Agent, num_steps: int, sim: SimState):
+def _observe(env, agent: Model, num_steps: int, sim: SimState):
   sim, rollout = simulate(env, agent, sim, num_steps, mode="observe")
   metrics = dict(rollout.metrics)
   updated = metrics.pop("updated", jnp.zeros((num_steps,), jnp.float32))
@@ -71,7 +71,7 @@ def _observe(env, agent: Agent, num_steps: int, sim: SimState):
   return sim, {**episode_stats(rollout), **means, "updates": count}
 
 
-def make_evaluate(env, agent: Agent, num_steps: int) -> Callable[[SimState], dict]:
+def make_evaluate(env, agent: Model, num_steps: int) -> Callable[[SimState], dict]:
   """A pure ``evaluate(sim) -> stats`` of the deterministic policy (the mode).
 
   Restarts every env, lets the agent know that the running episodes ended (so recurrent
@@ -93,7 +93,7 @@ def make_evaluate(env, agent: Agent, num_steps: int) -> Callable[[SimState], dic
   return evaluate
 
 
-def _end_episodes(agent: Agent, sim: SimState):
+def _end_episodes(agent: Model, sim: SimState):
   """Tells the agent (through ``track``) that every running episode was cut."""
   key, act_key = jax.random.split(sim.key)
   action, extras = agent.act(sim.agent_state, sim.obs, act_key, True)
@@ -115,7 +115,7 @@ def first_episode_stats(rollout: Rollout) -> dict:
           "mean_length": mean(rollout.episode_length)}
 
 
-def init_sim(env, agent: Agent, key: jax.Array, num_seeds: int | None = None) -> SimState:
+def init_sim(env, agent: Model, key: jax.Array, num_seeds: int | None = None) -> SimState:
   """Compiled ``simulation.init``; with ``num_seeds`` a stack of independent runs ``[S, ...]``."""
   if num_seeds is None:
     return jax.jit(functools.partial(init_simulation, env, agent))(key)
@@ -124,7 +124,7 @@ def init_sim(env, agent: Agent, key: jax.Array, num_seeds: int | None = None) ->
   return jax.jit(jax.vmap(functools.partial(init_simulation, env, agent)))(keys)
 
 
-def make_run_chunk(env, agent: Agent, *, num_seeds: int | None = None,
+def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
                    steps_per_iteration: int | None = None):
   """A compiled ``run_chunk(sim, num_iterations) -> (sim, infos)``.
 
@@ -140,7 +140,7 @@ def make_run_chunk(env, agent: Agent, *, num_seeds: int | None = None,
   return jax.jit(run, static_argnums=1)
 
 
-def train(env, agent: Agent, key: jax.Array, num_iterations: int,
+def train(env, agent: Model, key: jax.Array, num_iterations: int,
           num_seeds: int | None = None, steps_per_iteration: int | None = None):
   """The whole training run as ONE compiled program: init, then a scan of iterations.
 

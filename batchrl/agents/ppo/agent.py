@@ -1,4 +1,4 @@
-"""BatchPPO as an ``Agent``: pure functions over one state pytree.
+"""BatchPPO as an ``Model``: pure functions over one state pytree.
 
 Shapes: ``B`` envs, ``T = config.rollout_length``, ``D`` flattened observation size, ``A``
 action size. The algorithm, top to bottom:
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from batchrl.agents.core import Agent, Transition
+from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses
 from batchrl.agents.ppo.config import PPOConfig
 from batchrl.agents.ppo.networks import PPONetworks, make_networks, reset_carry
@@ -104,12 +104,12 @@ class UpdateData(NamedTuple):
   carry: Any  # [T, B, ...] -> [S, ...] at sequence starts
 
 
-def make_ppo(config: PPOConfig | None = None) -> Agent:
-  """BatchPPO (KL penalty, default) or clipped PPO as an ``Agent``; ``period = rollout_length``."""
+def make_ppo(config: PPOConfig | None = None) -> Model:
+  """BatchPPO (KL penalty, default) or clipped PPO as an ``Model``; ``period = rollout_length``."""
   config = PPOConfig() if config is None else config
   if not isinstance(config, PPOConfig):
     raise TypeError(f"make_ppo takes a PPOConfig, got {type(config).__name__}.")
-  return Agent(
+  return Model(
       init=lambda key, spec: init(config, key, spec),
       act=lambda state, obs, key, deterministic=False: act(config, state, obs, key,
                                                            deterministic),
