@@ -21,6 +21,8 @@ _LAZY = {
     "Model": "batchrl.agents.core",
     "Agent": "batchrl.agent",
     "Transition": "batchrl.agents.core",
+    "Runner": "batchrl.execution.runner",
+    "ThreadedRunner": "batchrl.execution.threaded",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -5,6 +5,9 @@
     batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
                       [--checkpoint PATH] [--allow-untrained]
     batchrl configs [NAME]
+    batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
+                [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
+                [--load DIR] [--deterministic] [--log-every N] [--no-progress]
 """
 from __future__ import annotations
 
@@ -43,7 +46,29 @@ def _parser() -> argparse.ArgumentParser:
 
   configs = sub.add_parser("configs", help="list named configs, or show one")
   configs.add_argument("name", nargs="?")
+  _add_run_parser(sub)
   return parser
+
+
+def _add_run_parser(sub) -> None:
+  run = sub.add_parser("run", help="run an agent from JSON specs on a Gymnasium env "
+                       "(TensorForce's openai_gym.py)")
+  run.add_argument("env_id", metavar="ENV_ID", help="a Gymnasium id, e.g. CartPole-v1")
+  run.add_argument("-a", "--agent", help="agent spec: a JSON file (or a registry name)")
+  run.add_argument("-n", "--network", help="network spec JSON file (default: auto)")
+  run.add_argument("--episodes", type=int, help="stop after N episodes")
+  run.add_argument("--timesteps", type=int, help="stop after N timesteps")
+  run.add_argument("--max-episode-timesteps", type=int, help="cut episodes at N timesteps")
+  run.add_argument("--seed", type=int, help="seeds the agent and the environments")
+  run.add_argument("--num-parallel", type=int, help="N environments stepped as one batch "
+                   "(default 1, or the loaded agent's parallel_interactions)")
+  run.add_argument("--save", metavar="DIR", help="save the agent here after the run")
+  run.add_argument("--load", metavar="DIR", help="run the agent saved here (no -a/-n)")
+  run.add_argument("--deterministic", action="store_true",
+                   help="act without exploration or sampling")
+  run.add_argument("--log-every", type=int, default=100, metavar="N",
+                   help="log a line every N episodes (default 100)")
+  run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
       return _train(args)
     if args.command == "visualize":
       return _visualize(args)
+    if args.command == "run":
+      return _run(args)
     return _configs(args)
   except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
     print(f"batchrl {args.command}: error: {e}", file=sys.stderr)
@@ -124,6 +151,55 @@ def _configs(args) -> int:
     return 0
   exp = configs.get(args.name)
   print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[ppo]\n{describe(exp.ppo)}")
+  return 0
+
+
+def _run_agent(args):
+  """The agent of ``batchrl run``: loaded from --load, or created from -a/-n."""
+  from batchrl import Agent
+  if args.load:
+    if args.agent or args.network:
+      raise ValueError("--load runs a saved agent with its own spec; leave out -a/--agent "
+                       "and -n/--network")
+    return Agent.load(args.load)
+  if not args.agent:
+    raise ValueError("give the agent spec with -a agent.json (or --load DIR for a saved agent)")
+  return Agent.create(agent=args.agent, environment=args.env_id,
+                      network=args.network or "auto", seed=args.seed,
+                      parallel_interactions=args.num_parallel or 1)
+
+
+def _run(args) -> int:
+  from batchrl.execution import Runner
+
+  if args.episodes is None and args.timesteps is None:
+    raise ValueError("give --episodes N and/or --timesteps N")
+  if args.log_every < 1:
+    raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
+  agent = _run_agent(args)
+  num_parallel = args.num_parallel or agent.parallel_interactions
+
+  def report(runner) -> bool:
+    if runner.episode % args.log_every == 0:
+      log.info("Episode %d, timestep %d: reward %.2f, mean of the last 100 %.2f",
+               runner.episode, runner.timestep, runner.episode_rewards[-1],
+               runner.mean_reward(100))
+    return True
+
+  with Runner(agent, environment=args.env_id, num_parallel=num_parallel,
+              max_episode_timesteps=args.max_episode_timesteps, seed=args.seed) as runner:
+    runner.run(num_episodes=args.episodes, num_timesteps=args.timesteps,
+               deterministic=args.deterministic, callback=report,
+               progress=False if args.no_progress else None)
+  if runner.episode:
+    print(f"Mean reward of the last {min(runner.episode, 100)} episodes: "
+          f"{runner.mean_reward(100):.2f} ({runner.episode} episodes, "
+          f"{runner.timestep} timesteps)")
+  else:
+    print(f"No episode finished in {runner.timestep} timesteps.")
+  if args.save:
+    print(f"Saved the agent to {agent.save(args.save)}")
+  agent.close()
   return 0
 
 

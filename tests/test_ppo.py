@@ -11,6 +11,9 @@ import pytest
 from batchrl.agents.ppo import PPOConfig, cartpole_fused, make_ppo, pendulum_fused
 from batchrl.agents.ppo import agent as ppo_agent
 from batchrl.agents.ppo import losses
+from batchrl.agents.spaces import space_info
+from batchrl.specs import EnvSpec
+import gymnasium as gym
 from batchrl.agents.simple import random_agent
 from batchrl.envs.jax_env import make_vec
 from batchrl.simulation import env_spec, simulate
@@ -131,7 +134,9 @@ def test_initial_policies_and_acting():
 
 
 def test_env_actions_rescaled_and_clipped_raw_sample_kept():
-  info = ppo_agent.SpaceInfo((3,), False, 2, 0, (-2.0, 0.0), (2.0, 10.0), 1)
+  obs = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+  box = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32))
+  info = space_info(EnvSpec(obs, box, 1), "flat")
   raw = jnp.array([[0.5, -3.0], [1.0, 1.0]])
   clipped = ppo_agent.env_action(PPOConfig(), info, raw)
   np.testing.assert_allclose(clipped, [[0.5, 0.0], [1.0, 1.0]])
@@ -139,7 +144,7 @@ def test_env_actions_rescaled_and_clipped_raw_sample_kept():
   np.testing.assert_allclose(scaled, [[1.0, 0.0], [2.0, 10.0]])
   unclipped = ppo_agent.env_action(PPOConfig(clip_actions=False), info, raw)
   np.testing.assert_allclose(unclipped, raw)
-  discrete = ppo_agent.SpaceInfo((3,), True, 3, 2, (), (), 1)
+  discrete = space_info(EnvSpec(obs, gym.spaces.Discrete(3, start=2), 1), "flat")
   np.testing.assert_array_equal(ppo_agent.env_action(PPOConfig(), discrete, jnp.array([0, 2])),
                                 [2, 4])
 

@@ -221,3 +221,108 @@ def make(id_or_env: gym.Env | str, seed: int | None = None, **make_kwargs) -> Gy
   """A ``GymEnvironment`` from a registered id (``make_kwargs`` go to ``gymnasium.make``) or
   from a Gymnasium env instance."""
   return GymEnvironment(id_or_env, seed=seed, **make_kwargs)
+
+
+class EnvironmentAsGym(gym.Env):
+  """A TensorForce-style ``Environment`` behind the Gymnasium API (the reverse adapter).
+
+  Lets runners and ``BatchEnv`` step any environment through one interface:
+  ``reset(seed) -> (state, {})`` and ``step(action) -> (state, reward, terminated, truncated,
+  {})``. ``execute``'s ``terminal`` maps to: ``2`` -> truncated (cut short: time limit,
+  abort), ``True``/``1`` -> terminated, ``False``/``0`` -> neither. A ``GymEnvironment``
+  keeps the split it recorded (``last_terminated`` / ``last_truncated``) and its info.
+
+  An environment whose ``reset()`` takes no ``seed`` (TensorForce 0.3 style) is reset
+  unseeded, with a warning the first time a seed is given.
+
+  Args:
+    environment: the ``Environment`` to wrap.
+    close_environment: whether ``close()`` closes the wrapped environment (False when it is
+      borrowed from a caller who closes it).
+  """
+
+  def __init__(self, environment: Environment, close_environment: bool = True):
+    if not isinstance(environment, Environment):
+      raise TypeError(f"EnvironmentAsGym wraps a batchrl.envs.Environment, got "
+                      f"{type(environment).__name__} {environment!r}")
+    self.environment = environment
+    self.observation_space = environment.observation_space
+    self.action_space = environment.action_space
+    self.close_environment = close_environment
+    self._reset_takes_seed = _accepts_keyword(environment.reset, "seed")
+    self._warned_seed = False
+
+  def reset(self, *, seed: int | None = None, options: dict | None = None):
+    super().reset(seed=seed)
+    if seed is None:
+      state = self.environment.reset()
+    elif self._reset_takes_seed:
+      state = self.environment.reset(seed=seed)
+    else:
+      if not self._warned_seed:
+        import warnings
+        warnings.warn(f"{type(self.environment).__name__}.reset() takes no seed argument; it "
+                      "is reset unseeded (add `seed=None` to its reset to make runs "
+                      "reproducible)", RuntimeWarning, stacklevel=2)
+        self._warned_seed = True
+      state = self.environment.reset()
+    info = getattr(self.environment, "last_info", None)
+    return state, dict(info) if isinstance(info, dict) else {}
+
+  def step(self, action):
+    state, terminal, reward = self.environment.execute(action)
+    if isinstance(self.environment, GymEnvironment):
+      env = self.environment
+      return state, float(reward), env.last_terminated, env.last_truncated, dict(env.last_info)
+    terminated, truncated = _split_terminal(terminal)
+    return state, float(reward), terminated, truncated, {}
+
+  def render(self):
+    render = getattr(self.environment, "render", None)
+    return render() if callable(render) else None
+
+  def close(self) -> None:
+    if self.close_environment:
+      self.environment.close()
+
+  def __repr__(self) -> str:
+    return f"EnvironmentAsGym({self.environment!r})"
+
+
+def _split_terminal(terminal: Any) -> tuple[bool, bool]:
+  """``execute``'s terminal (bool or 0/1/2, numpy scalars too) -> (terminated, truncated)."""
+  try:
+    code = int(terminal)
+  except (TypeError, ValueError):
+    raise ValueError(f"execute() returned terminal={terminal!r}; expected a bool or 0 "
+                     "(running), 1 (ended) or 2 (cut short)") from None
+  if code not in (0, 1, 2):
+    raise ValueError(f"execute() returned terminal={terminal!r}; expected a bool or 0 "
+                     "(running), 1 (ended) or 2 (cut short)")
+  return code == 1, code == 2
+
+
+def _accepts_keyword(function, name: str) -> bool:
+  import inspect
+  try:
+    parameters = inspect.signature(function).parameters
+  except (TypeError, ValueError):  # builtins without a signature: assume the modern form
+    return True
+  return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def as_gym_env(env: Environment | gym.Env | str, **make_kwargs) -> gym.Env:
+  """A Gymnasium env from a registered id (``make_kwargs`` go to ``gymnasium.make``), a
+  Gymnasium env (returned as is) or a TensorForce-style ``Environment`` (wrapped in
+  ``EnvironmentAsGym``)."""
+  if isinstance(env, str):
+    return make_gym(env, **make_kwargs)
+  if make_kwargs:
+    raise TypeError(f"keyword arguments {sorted(make_kwargs)} only apply when building from "
+                    f"an id; got {type(env).__name__} {env!r}")
+  if isinstance(env, Environment):
+    return EnvironmentAsGym(env)
+  if isinstance(env, gym.Env):
+    return env
+  raise TypeError(f"expected a batchrl.envs.Environment, a gymnasium.Env or a registered id "
+                  f"string such as 'CartPole-v1', got {type(env).__name__} {env!r}")

@@ -16,55 +16,28 @@ as in the original.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any, NamedTuple
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
+from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses
 from batchrl.agents.ppo.config import PPOConfig
-from batchrl.agents.ppo.networks import PPONetworks, make_networks, reset_carry
+from batchrl.agents.ppo.networks import (PPONetworks, make_networks, make_spec_networks,
+                                         reset_carry)
+from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
 from batchrl.specs import EnvSpec
 
 
-@dataclasses.dataclass(frozen=True)
-class SpaceInfo:
-  """What the agent needs to know of the env spec; static (no leaves) inside the state."""
-
-  observation_shape: tuple[int, ...]
-  discrete: bool
-  num_actions: int  # K for Discrete, A for Box
-  action_start: int  # Discrete.start
-  low: tuple[float, ...]  # Box bounds, () for Discrete
-  high: tuple[float, ...]
-  num_envs: int
-
-  @property
-  def observation_size(self) -> int:
-    return int(math.prod(self.observation_shape))
-
-  def action_space(self) -> gym.Space:
-    if self.discrete:
-      return gym.spaces.Discrete(self.num_actions)
-    return gym.spaces.Box(np.asarray(self.low, np.float32), np.asarray(self.high, np.float32),
-                          dtype=np.float32)
-
-
-jax.tree_util.register_static(SpaceInfo)
-
-
 class RolloutBuffer(NamedTuple):
   """Raw experience of one rollout, ``[T, B, ...]``."""
 
-  obs: jax.Array  # [T, B, D]
+  obs: Any  # [T, B, D] (flat layout) or a pytree of [T, B, ...] states
   raw_action: jax.Array  # [T, B, A] float or [T, B] int: the policy's sample
   reward: jax.Array  # [T, B]
   terminated: jax.Array  # [T, B] bool
@@ -125,39 +98,32 @@ def make_ppo(config: PPOConfig | None = None) -> Model:
 def summarize(config: PPOConfig, state: PPOState) -> dict:
   """TensorBoard material: normalizer statistics and the last rollout's actions/log-probs."""
   buffer = state.buffer
+  obs_mean, obs_std = spaces.obs_stats_mean_std(state.obs_stats, config.normalizer_epsilon)
   scalars = {
-      "normalizer/observ_mean": jnp.mean(state.obs_stats.mean),
-      "normalizer/observ_std": jnp.mean(state.obs_stats.std(config.normalizer_epsilon)),
+      "normalizer/observ_mean": obs_mean,
+      "normalizer/observ_std": obs_std,
       "normalizer/reward_std": jnp.mean(state.reward_stats.std(config.normalizer_epsilon)),
       "penalty": state.penalty,
   }
-  histograms = {"action": buffer.raw_action,
-                "log_prob": buffer.policy.log_prob(buffer.raw_action)}
+  actions = buffer.raw_action
+  histograms = ({f"action/{k}": v for k, v in actions.items()} if isinstance(actions, dict)
+                else {"action": actions})
+  histograms["log_prob"] = buffer.policy.log_prob(actions)
   return {"scalars": scalars, "histograms": histograms}
 
 
 # ------------------------------------------------------------------------------ init
 
 
-def space_info(spec: EnvSpec) -> SpaceInfo:
-  """Validates the spec for PPO and keeps what the agent needs of it."""
-  obs, action = spec.observation_space, spec.action_space
-  if not isinstance(obs, gym.spaces.Box):
-    raise TypeError(f"PPO needs a Box observation space, got {obs}. Flatten Dict/Tuple "
-                    "observations or one-hot Discrete ones with a wrapper.")
-  if isinstance(action, gym.spaces.Discrete):
-    return SpaceInfo(tuple(obs.shape), True, int(action.n), int(action.start), (), (),
-                     spec.num_envs)
-  if isinstance(action, gym.spaces.Box) and len(action.shape) == 1:
-    low = tuple(float(x) for x in action.low)
-    high = tuple(float(x) for x in action.high)
-    return SpaceInfo(tuple(obs.shape), False, int(action.shape[0]), 0, low, high,
-                     spec.num_envs)
-  raise TypeError(f"PPO supports Discrete and 1-D Box action spaces, got {action}.")
+def _layout(config: PPOConfig) -> str:
+  """BatchPPO's MLPs on flat observations, or networks built from a JSON spec."""
+  return "flat" if config.network is None else "tree"
 
 
 def _networks(config: PPOConfig, info: SpaceInfo) -> PPONetworks:
-  return make_networks(config, info.observation_size, info.action_space())
+  if info.layout == "flat":
+    return make_networks(config, info.observation_size, info.action_space)
+  return make_spec_networks(config, info)
 
 
 def _num_minibatches(config: PPOConfig, info: SpaceInfo) -> int:
@@ -187,28 +153,26 @@ def _learning_rate_schedule(config: PPOConfig, info: SpaceInfo):
 
 def init(config: PPOConfig, key: jax.Array, spec: EnvSpec) -> PPOState:
   """Fresh parameters, optimizer, normalizers, an empty rollout and zero carries."""
-  info = space_info(spec)
+  info = space_info(spec, _layout(config))
   _num_minibatches(config, info)  # validates batch_size against num_envs
   nets = _networks(config, info)
   params_key, state_key = jax.random.split(key)
   params = nets.init(params_key)
   carry = nets.initial_carry(info.num_envs)
-  size, steps = info.observation_size, config.rollout_length
-  zero_obs = jnp.zeros((info.num_envs, size), jnp.float32)
+  steps, envs = config.rollout_length, info.num_envs
+  zero_obs = spaces.zero_obs(info, (envs,))
   policy = nets.policy(params["policy"], carry, zero_obs)[1]
   per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
-  action_shape = () if info.discrete else (info.num_actions,)
-  action_dtype = jnp.int32 if info.discrete else jnp.float32
-  flags = jnp.zeros((steps, info.num_envs), jnp.bool_)
+  flags = jnp.zeros((steps, envs), jnp.bool_)
   buffer = RolloutBuffer(
-      obs=per_step(zero_obs), raw_action=jnp.zeros((steps, info.num_envs) + action_shape,
-                                                   action_dtype),
-      reward=jnp.zeros((steps, info.num_envs), jnp.float32), terminated=flags,
-      truncated=flags, next_obs=per_step(zero_obs), policy=jax.tree.map(per_step, policy),
-      carry=jax.tree.map(per_step, carry))
+      obs=jax.tree.map(per_step, zero_obs),
+      raw_action=spaces.zero_raw_action(info, (steps, envs)),
+      reward=jnp.zeros((steps, envs), jnp.float32), terminated=flags,
+      truncated=flags, next_obs=jax.tree.map(per_step, zero_obs),
+      policy=jax.tree.map(per_step, policy), carry=jax.tree.map(per_step, carry))
   zero = jnp.int32(0)
   return PPOState(params, _optimizer(config, info).init(params),
-                  RunningStats.create((size,)), RunningStats.create(()),
+                  spaces.obs_stats_init(info), RunningStats.create(()),
                   jnp.float32(config.kl_init_penalty), buffer, carry, zero, zero, zero,
                   state_key, info)
 
@@ -216,17 +180,11 @@ def init(config: PPOConfig, key: jax.Array, spec: EnvSpec) -> PPOState:
 # ------------------------------------------------------------------------------- act
 
 
-def _flat_obs(obs: jax.Array, info: SpaceInfo) -> jax.Array:
-  """``[..., *obs_shape] -> [..., D]`` float32."""
-  lead = jnp.shape(obs)[:jnp.ndim(obs) - len(info.observation_shape)]
-  return jnp.reshape(jnp.asarray(obs, jnp.float32), lead + (info.observation_size,))
-
-
 def normalize_obs(config: PPOConfig, state: PPOState, flat_obs: jax.Array) -> jax.Array:
   if not config.normalize_observations:
     return flat_obs
-  return state.obs_stats.normalize(flat_obs, clip=config.observation_clip,
-                                   epsilon=config.normalizer_epsilon)
+  return spaces.normalize_obs_tree(state.obs_stats, flat_obs, config.observation_clip,
+                                   config.normalizer_epsilon)
 
 
 def normalize_rewards(config: PPOConfig, state: PPOState, rewards: jax.Array) -> jax.Array:
@@ -236,19 +194,10 @@ def normalize_rewards(config: PPOConfig, state: PPOState, rewards: jax.Array) ->
                                       epsilon=config.normalizer_epsilon)
 
 
-def env_action(config: PPOConfig, info: SpaceInfo, raw_action: jax.Array) -> jax.Array:
+def env_action(config: PPOConfig, info: SpaceInfo, raw_action):
   """The policy's sample as the env takes it: offset (Discrete) or rescaled/clipped (Box)."""
-  if info.discrete:
-    return raw_action + info.action_start
-  low, high = jnp.asarray(info.low), jnp.asarray(info.high)
-  finite = jnp.isfinite(low) & jnp.isfinite(high)
-  action = raw_action
-  if config.rescale_actions:
-    scaled = low + (raw_action + 1.0) * 0.5 * (high - low)
-    action = jnp.where(finite, scaled, raw_action)
-  if config.clip_actions:
-    action = jnp.clip(action, low, high)
-  return action
+  return spaces.env_action(info, raw_action, rescale=config.rescale_actions,
+                           clip=config.clip_actions)
 
 
 def act(config: PPOConfig, state: PPOState, obs: jax.Array, key: jax.Array,
@@ -256,7 +205,7 @@ def act(config: PPOConfig, state: PPOState, obs: jax.Array, key: jax.Array,
   """``obs[B, ...] -> (action[B, ...], extras)``; extras hold the raw sample, the policy
   that acted and the next carry, all ``[B, ...]``."""
   nets = _networks(config, state.info)
-  flat = normalize_obs(config, state, _flat_obs(obs, state.info))
+  flat = normalize_obs(config, state, spaces.float_obs(state.info, obs))
   carry, policy = nets.policy(state.params["policy"], state.carry, flat)
   raw_action = policy.mode() if deterministic else policy.sample(key)
   extras = {"raw_action": raw_action, "policy": policy, "carry": carry}
@@ -269,12 +218,12 @@ def act(config: PPOConfig, state: PPOState, obs: jax.Array, key: jax.Array,
 def store(config: PPOConfig, state: PPOState, transition: Transition) -> PPOState:
   """Writes one ``[B]`` transition at ``state.step`` and updates the normalizers."""
   info = state.info
-  obs = _flat_obs(transition.obs, info)
+  obs = spaces.float_obs(info, transition.obs)
   row = RolloutBuffer(obs, transition.extras["raw_action"],
                       jnp.asarray(transition.reward, jnp.float32),
                       jnp.asarray(transition.terminated, jnp.bool_),
                       jnp.asarray(transition.truncated, jnp.bool_),
-                      _flat_obs(transition.next_obs, info), transition.extras["policy"],
+                      spaces.float_obs(info, transition.next_obs), transition.extras["policy"],
                       state.carry)
   index = state.step % config.rollout_length
   buffer = jax.tree.map(
@@ -284,7 +233,7 @@ def store(config: PPOConfig, state: PPOState, transition: Transition) -> PPOStat
   state = track(config, state, transition)
   return state._replace(
       buffer=buffer, step=state.step + 1, num_steps=state.num_steps + info.num_envs,
-      obs_stats=state.obs_stats.update(obs),
+      obs_stats=spaces.obs_stats_update(state.obs_stats, obs),
       reward_stats=state.reward_stats.update(row.reward))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from typing import Any
 
 OBJECTIVES = ("kl_penalty", "clip")
@@ -33,6 +34,13 @@ class PPOConfig:
       (small, so the initial policy is near its mean / near uniform).
     init_std: initial standard deviation of the Gaussian policy (state-independent,
       ``softplus`` of a learned vector).
+    network: ``None`` for the MLPs above (Box observations, one Discrete or 1-D Box
+      action), or a network spec as JSON text (a layer list, ``"auto"`` or a ``branches``
+      dict; see ``batchrl.networks.layered``) for any states and actions. The policy and
+      the value network are built from it with separate parameters; the value network
+      leaves out recurrent layers.
+    float_distribution: with ``network``: ``"gaussian"``, or ``"beta"`` for float actions
+      that have finite bounds.
 
   Experience:
     rollout_length: environment steps per update (per environment); the agent's ``period``.
@@ -92,6 +100,8 @@ class PPOConfig:
   recurrent: str | None = None
   init_output_factor: float = 0.1
   init_std: float = 0.35
+  network: str | None = None
+  float_distribution: str = "gaussian"
 
   rollout_length: int = 200
   update_epochs: int = 25
@@ -134,6 +144,8 @@ class PPOConfig:
     _check_choice("recurrent", self.recurrent, RECURRENT)
     _check_choice("activation", self.activation, ACTIVATIONS)
     _check_choice("value_target", self.value_target, ("return", "lambda_return"))
+    _check_choice("float_distribution", self.float_distribution, ("gaussian", "beta"))
+    _check_network(self)
     _check_layers(self)
     _check_counts(self)
     _check_ranges(self)
@@ -180,6 +192,21 @@ def _check_layers(c: PPOConfig) -> None:
   if c.recurrent is not None and not c.policy_layers:
     raise ValueError("PPOConfig.recurrent needs at least one policy layer (the cell size); "
                      "policy_layers is empty.")
+
+
+def _check_network(c: PPOConfig) -> None:
+  if c.network is None:
+    return
+  if not isinstance(c.network, str):
+    raise ValueError("PPOConfig.network must be None or a network spec as JSON text "
+                     f"(json.dumps(spec)), got {type(c.network).__name__}.")
+  try:
+    json.loads(c.network)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"PPOConfig.network is not valid JSON: {e}") from None
+  if c.recurrent is not None:
+    raise ValueError("PPOConfig.recurrent applies to the MLP networks; with a network spec "
+                     "add an 'lstm' or 'gru' layer to it instead.")
 
 
 def _check_counts(c: PPOConfig) -> None:

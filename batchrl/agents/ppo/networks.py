@@ -187,3 +187,87 @@ def _head(config: PPOConfig, space: gym.Space) -> nn.Module:
     return GaussianHead(int(space.shape[0]), config.init_output_factor, config.init_std)
   raise TypeError(f"PPO supports Discrete and 1-D Box action spaces; got {space}. "
                   "Flatten multi-dimensional Box actions with a wrapper first.")
+
+
+# ------------------------------------------------------------ networks from a JSON spec
+
+
+class SpecPolicy(nn.Module):
+  """A torso from a network spec, then one head per action: ``(carry, inputs, masks) ->
+  (carry, dist)``."""
+
+  torso: nn.Module
+  heads: nn.Module
+
+  @nn.compact
+  def __call__(self, carry, inputs, masks):
+    carry, features = self.torso(carry, inputs)
+    return carry, self.heads(features, masks)
+
+
+class SpecValue(nn.Module):
+  """A feed-forward torso from a network spec and a linear value output, ``-> [...]``."""
+
+  torso: nn.Module
+
+  @nn.compact
+  def __call__(self, inputs):
+    _, features = self.torso((), inputs)
+    return nn.Dense(1)(features)[..., 0]
+
+
+def _without_recurrent(spec):
+  """The spec with its lstm/gru layers left out (the value network is feed-forward)."""
+  if isinstance(spec, (list, tuple)):
+    return [layer for layer in spec
+            if not (isinstance(layer, dict) and layer.get("type") in ("lstm", "gru"))]
+  if isinstance(spec, dict) and "branches" in spec:
+    out = dict(spec)
+    if isinstance(spec["branches"], dict):
+      out["branches"] = {k: _without_recurrent(v) for k, v in spec["branches"].items()}
+    if "layers" in spec:
+      out["layers"] = _without_recurrent(spec["layers"])
+    return out
+  return spec
+
+
+def make_spec_networks(config: PPOConfig, info) -> PPONetworks:
+  """Policy and value networks built from ``config.network`` (JSON text) for any spaces.
+
+  ``info`` is a ``batchrl.agents.spaces.SpaceInfo`` of the 'tree' layout. Action masks are
+  split off the observation (``spaces.split_masks``) and go to the categorical heads.
+  """
+  import json
+
+  from batchrl.agents import spaces
+  from batchrl.networks.heads import ActionHeads, action_specs_from_space
+  from batchrl.networks.layered import build_network, input_specs_from_space
+
+  spec = json.loads(config.network)
+  inputs = input_specs_from_space(info.network_space)
+  torso = build_network(spec, inputs)
+  value_torso = build_network(_without_recurrent(spec), inputs)
+  heads = ActionHeads(actions=action_specs_from_space(info.action_space),
+                      float_distribution=config.float_distribution,
+                      init_output_factor=config.init_output_factor, init_std=config.init_std)
+  policy = SpecPolicy(torso.module, heads)
+  value = SpecValue(value_torso.module)
+
+  def init(key):
+    policy_key, value_key = jax.random.split(key)
+    obs = spaces.zero_obs(info, (1,))
+    net_obs, masks = spaces.split_masks(info, obs)
+    masks = jax.tree.map(jnp.logical_not, masks)  # all allowed
+    return {"policy": policy.init(policy_key, torso.initial_carry(1), net_obs,
+                                  masks)["params"],
+            "value": value.init(value_key, net_obs)["params"]}
+
+  def apply_policy(params, carry, obs):
+    net_obs, masks = spaces.split_masks(info, obs)
+    return policy.apply({"params": params}, carry, net_obs, masks)
+
+  def apply_value(params, obs):
+    net_obs, _ = spaces.split_masks(info, obs)
+    return value.apply({"params": params}, net_obs)
+
+  return PPONetworks(init, apply_policy, apply_value, torso.initial_carry, torso.recurrent)

@@ -1,0 +1,481 @@
+"""``batchrl.Agent``: the object users drive themselves (TensorForce's act / observe API).
+
+    agent = Agent.create(agent='ppo', environment='CartPole-v1', batch_size=1024)
+    state = env.reset()
+    while True:
+      action = agent.act(state)
+      state, terminal, reward = env.execute(action)
+      agent.observe(reward=reward, terminal=terminal)
+
+In TensorForce's words this object is the *Agent* (interaction: preprocessing, exploration,
+streams, checkpoints) and ``batchrl.agents.core.Model`` the *Model* (actions and updates).
+All of the agent's state is one pytree on the device (``batchrl.agents.interaction``); a
+step is one compiled call (``act``), ``observe`` only records the reward on the host. A
+transition is handed to the model once its next state is known, at the stream's next
+``act``; updates therefore run inside ``act`` (``observe`` reports them).
+
+Streams: ``parallel_interactions=N`` lets one agent act for ``N`` environments. Give a batch
+of states with ``parallel=[...]`` (default: streams ``0..k-1``); one call acts for all.
+
+Terminal values: 0/False continue; 1/True the episode ended (no value after it); 2 cut short
+(time limit): the update bootstraps from the next state, which ``observe(...,
+next_states=...)`` may give (``Runner`` does); without it, from the last state acted on.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchrl.configs.base import ConfigError
+
+SPEC_FILE = "agent.json"
+STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
+
+
+class AgentUsageError(ValueError):
+  """act/observe called out of order, a bad ``parallel`` index, or a state that does not
+  match its spec."""
+
+
+class StreamAheadError(AgentUsageError):
+  """One stream is ``STAGE_DEPTH`` steps ahead of another: rows of the model's batch hold
+  one step of every stream, so it must wait (``ThreadedRunner`` does)."""
+
+
+def _load_json(path: str | os.PathLike, what: str) -> Any:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except FileNotFoundError:
+    raise FileNotFoundError(f"{what} file {str(path)!r} does not exist.") from None
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{what} file {str(path)!r} is not valid JSON: {e.msg} at line "
+                      f"{e.lineno}, column {e.colno}.") from None
+
+
+def _looks_like_path(value: Any) -> bool:
+  return isinstance(value, (str, os.PathLike)) and (
+      str(value).endswith(".json") or os.sep in str(value))
+
+
+def _resolve_agent(agent: Any, kwargs: dict) -> tuple[str, dict]:
+  """``agent=`` (a name, a dict with ``type``, or a JSON file) -> (type, merged kwargs)."""
+  if _looks_like_path(agent):
+    agent = _load_json(agent, "agent spec")
+  if isinstance(agent, dict):
+    spec = dict(agent)
+    name = spec.pop("type", spec.pop("agent", None))
+    if name is None:
+      raise ConfigError("an agent spec dict needs 'type' (e.g. {'type': 'ppo', ...}).")
+    overlap = {k for k in kwargs if k in spec and spec[k] != kwargs[k]}
+    if overlap:
+      raise ConfigError(f"keys {sorted(overlap)} are given both in the agent spec and as "
+                        "arguments with different values; give each once.")
+    return name, {**spec, **kwargs}
+  if isinstance(agent, str):
+    return agent, dict(kwargs)
+  raise ConfigError(f"agent must be a registry name, a dict with 'type' or a JSON file path, "
+                    f"got {type(agent).__name__}.")
+
+
+def _resolve_network(network: Any) -> Any:
+  if _looks_like_path(network):
+    return _load_json(network, "network spec")
+  return network
+
+
+def _env_specs(environment) -> tuple[dict, dict, int | None]:
+  """states, actions and max_episode_timesteps of an environment, id or gym env."""
+  from batchrl.envs.core import Environment, GymEnvironment
+  if isinstance(environment, Environment):
+    limit = getattr(environment, "max_episode_timesteps", None)
+    if isinstance(environment, GymEnvironment) and limit is None:
+      spec = getattr(environment.env, "spec", None)
+      limit = getattr(spec, "max_episode_steps", None)
+    return environment.states, environment.actions, limit
+  from batchrl.envs.core import make
+  env = make(environment)
+  try:
+    spec = getattr(env.env, "spec", None)
+    return env.states, env.actions, getattr(spec, "max_episode_steps", None)
+  finally:
+    env.close()
+
+
+class Agent:
+  """An agent driven by ``act`` / ``observe``; build it with ``Agent.create`` or ``Agent.load``."""
+
+  # ------------------------------------------------------------------------ creating
+
+  @classmethod
+  def create(cls, agent: Any = "ppo", environment: Any = None, *, states: dict | None = None,
+             actions: dict | None = None, max_episode_timesteps: int | None = None,
+             network: Any = "auto", preprocessing: Any = None,
+             reward_preprocessing: Any = None, exploration: Any = None,
+             seed: int | None = None, parallel_interactions: int = 1,
+             **agent_kwargs) -> "Agent":
+    """Builds an agent.
+
+    Args:
+      agent: a registry name (``batchrl.agents.registry.names()``: 'ppo', 'random',
+        'constant', ...), a dict with ``type`` and the agent's keys, or a JSON file path.
+      environment: takes states, actions and the episode limit from a
+        ``batchrl.envs.Environment``, a Gymnasium id or a Gymnasium env.
+      states, actions: spec dicts (``batchrl.specs``): one spec or a dict of named specs.
+        A bool state ``<action>_mask`` of shape ``action.shape + (num_values,)`` masks an
+        int action (True = allowed; ``action_mask`` for the single unnamed action).
+      max_episode_timesteps: episode limit (checked in ``observe``; Runner cuts there).
+      network: 'auto', a layer list, a ``branches`` dict, or a JSON file path
+        (``batchrl.networks.layered``).
+      preprocessing: per-state preprocessing (``batchrl.preprocessing``).
+      reward_preprocessing: preprocessing of rewards.
+      exploration: action exploration (``batchrl.exploration``), off when deterministic.
+      seed: seeds parameters, sampling and exploration (None: a random seed, recorded in
+        ``agent.spec``).
+      parallel_interactions: number of streams one agent acts for.
+      **agent_kwargs: the agent's own keys (see ``batchrl.agents.registry``).
+    """
+    name, kwargs = _resolve_agent(agent, agent_kwargs)
+    if environment is not None:
+      if states is not None or actions is not None:
+        raise ConfigError("give environment= or states=/actions=, not both.")
+      states, actions, env_limit = _env_specs(environment)
+      max_episode_timesteps = max_episode_timesteps or env_limit
+    if states is None or actions is None:
+      raise ConfigError("Agent.create needs states= and actions= (spec dicts) or "
+                        "environment=.")
+    if seed is None:
+      seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    spec = dict(type=name, states=states, actions=actions,
+                max_episode_timesteps=max_episode_timesteps,
+                network=_resolve_network(network), preprocessing=preprocessing,
+                reward_preprocessing=reward_preprocessing, exploration=exploration,
+                seed=seed, parallel_interactions=parallel_interactions, config=kwargs)
+    return cls(_jsonable(spec))
+
+  def __init__(self, spec: dict):
+    """Use ``Agent.create`` or ``Agent.load``; ``spec`` is what ``agent.spec`` returns."""
+    from batchrl.agents.facade import build_runtime
+    self.spec = spec
+    self._rt = build_runtime(spec)
+    self._state = self._rt.init_state()
+    n = self.parallel_interactions
+    self._acted = np.zeros(n, bool)
+    self._held = np.zeros(n, bool)
+    self._reward = np.zeros(n, np.float32)
+    self._terminal = np.zeros(n, np.int32)
+    self._start = np.ones(n, bool)
+    self._staged = np.zeros(n, np.int64)
+    self._episode_steps = np.zeros(n, np.int64)
+    self._next: dict[int, Any] = {}
+    self._updated = [None] * n
+    self._rows = 0  # rows stored since the last update (None: unknown, the model decides)
+    self.timesteps = 0
+    self.episodes = 0
+    self.updates = 0
+
+  # ------------------------------------------------------------------------ properties
+
+  @property
+  def states(self) -> dict:
+    return self.spec["states"]
+
+  @property
+  def actions(self) -> dict:
+    return self.spec["actions"]
+
+  @property
+  def parallel_interactions(self) -> int:
+    return int(self.spec["parallel_interactions"])
+
+  @property
+  def max_episode_timesteps(self) -> int | None:
+    return self.spec["max_episode_timesteps"]
+
+  def __repr__(self) -> str:
+    return (f"Agent(type={self.spec['type']!r}, parallel_interactions="
+            f"{self.parallel_interactions}, timesteps={self.timesteps}, "
+            f"updates={self.updates})")
+
+  # ------------------------------------------------------------------------ acting
+
+  def act(self, states, deterministic: bool = False, independent: bool = False,
+          parallel=None, internals=None):
+    """Actions for one state or a batch (see the module docstring).
+
+    Returns a Python scalar for one scalar action, an ``np.ndarray`` otherwise, a dict for
+    several actions; with ``independent=True`` and ``internals`` (recurrent policies),
+    ``(actions, internals)``.
+    """
+    obs, batched = self._rt.check_states(states)
+    k = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+    if independent:
+      return self._act_independent(obs, batched, k, deterministic, internals)
+    if internals is not None:
+      raise AgentUsageError("internals= is only for independent=True acting; the training "
+                            "streams keep their own.")
+    idx = self._streams(parallel, k, batched)
+    if self._acted[idx].any():
+      i = int(idx[self._acted[idx]][0])
+      raise AgentUsageError(f"act called twice for stream {i} without observe in between; "
+                            "call agent.observe(reward, terminal) after each act.")
+    self._check_limit(idx)
+    held = self._held[idx]
+    commit, slots, flush = self._plan_commit(idx, held)
+    update = self._plan_update(commit)
+    next_held, has_next = self._rt.held_next(self._state, self._next, idx)
+    self._state, action, updated = self._rt.act(
+        self._state, obs, idx, self._reward[idx], self._terminal[idx] * held, next_held,
+        has_next, self._start[idx], commit=commit, slots=slots, flush=flush, update=update,
+        deterministic=bool(deterministic))
+    self._after_act(idx, held, updated)
+    return self._rt.to_user(action, batched)
+
+  def _plan_commit(self, idx: np.ndarray, held: np.ndarray):
+    """How this act hands held transitions to the model: 'none', 'direct' or 'staged'."""
+    n = self.parallel_interactions
+    if not held.any():
+      return "none", None, 0
+    if (held.all() and len(idx) == n and (idx == np.arange(n)).all()
+        and not self._staged.any()):
+      return "direct", None, 0
+    if self._rt.recurrent:
+      raise AgentUsageError("A recurrent policy with parallel_interactions > 1 needs every "
+                            "stream in each act call (parallel=list(range(N))), e.g. a "
+                            "Runner with several environments.")
+    counts = self._staged.copy()
+    full = idx[held & (counts[idx] >= STAGE_DEPTH)]
+    if len(full):
+      lag = int(np.argmin(counts))
+      raise StreamAheadError(f"stream {int(full[0])} is {STAGE_DEPTH} steps ahead of stream "
+                             f"{lag}; the model learns from rows holding one step of every "
+                             "stream, so step the streams evenly (ThreadedRunner waits).")
+    slots = np.where(held, counts[idx], STAGE_DEPTH).astype(np.int32)  # non-held: dropped
+    counts[idx[held]] += 1
+    flush = int(counts.min())
+    self._staged = counts - flush
+    return "staged", slots, flush
+
+  def _plan_update(self, commit: str) -> str:
+    """For models with a fixed period, count stored rows here so the step needs no cond."""
+    period = self._rt.parts.model.period
+    if commit != "direct" or period is None:
+      if commit == "staged" and period is not None:
+        self._rows = None  # rows flushed from staging update under cond: stop counting
+      return "cond"
+    if self._rows is None:
+      return "cond"
+    self._rows += 1
+    if self._rows >= period:
+      self._rows = 0
+      return "now"
+    return "store"
+
+  def _after_act(self, idx, held, updated) -> None:
+    self._acted[idx] = True
+    self._held[idx] = False
+    self._start[idx] = False
+    for i in idx[held]:
+      self._next.pop(int(i), None)
+    for i in idx:
+      self._updated[i] = updated
+    self.timesteps += len(idx)
+
+  def _act_independent(self, obs, batched, k, deterministic, internals):
+    actions, new_internals = self._rt.act_independent(self._state, obs, k, deterministic,
+                                                      internals)
+    result = self._rt.to_user(actions, batched)
+    return (result, new_internals) if internals is not None else result
+
+  def _streams(self, parallel, k: int, batched: bool) -> np.ndarray:
+    n = self.parallel_interactions
+    if parallel is None:
+      idx = np.arange(k)
+    else:
+      idx = np.atleast_1d(np.asarray(parallel))
+      if idx.dtype.kind not in "iu":
+        raise AgentUsageError(f"parallel must be stream indices (ints), got {parallel!r}.")
+      if not batched and idx.shape != (1,):
+        raise AgentUsageError(f"one state was given, so parallel must be one index, got "
+                              f"{parallel!r}.")
+      if len(idx) != k:
+        raise AgentUsageError(f"parallel lists {len(idx)} streams but {k} states were given.")
+      if len(set(idx.tolist())) != len(idx):
+        raise AgentUsageError(f"parallel has repeated streams: {parallel!r}.")
+    if len(idx) and (idx.min() < 0 or idx.max() >= n):
+      raise AgentUsageError(f"parallel index {int(idx.max() if idx.max() >= n else idx.min())}"
+                            f" is out of range: this agent has parallel_interactions={n} "
+                            f"(streams 0..{n - 1}).")
+    return idx.astype(np.int32)
+
+  def _check_limit(self, idx) -> None:
+    limit = self.max_episode_timesteps
+    if limit is not None and (self._episode_steps[idx] >= limit).any():
+      i = int(idx[self._episode_steps[idx] >= limit][0])
+      raise AgentUsageError(f"stream {i} has run {limit} timesteps, max_episode_timesteps; "
+                            "end the episode with observe(terminal=2) (cut short) at the "
+                            "limit, or create the agent with a larger limit.")
+
+  # ------------------------------------------------------------------------ observing
+
+  def observe(self, reward, terminal=False, parallel=None, next_states=None) -> bool:
+    """Records the reward of the last ``act`` of each stream; returns whether an update ran
+    during this step (in its ``act``)."""
+    rewards = np.asarray(reward, np.float32)
+    terminals = _terminal_codes(terminal)
+    batched = rewards.ndim == 1
+    k = rewards.shape[0] if batched else 1
+    idx = self._streams(parallel, k, batched)
+    if terminals.shape not in ((), (k,)):
+      raise AgentUsageError(f"terminal must be one value or {k} values, got shape "
+                            f"{terminals.shape}.")
+    if not np.isfinite(rewards).all():
+      raise AgentUsageError(f"reward must be finite, got {reward!r}.")
+    not_acted = idx[~self._acted[idx]]
+    if len(not_acted):
+      raise AgentUsageError(f"observe called for stream {int(not_acted[0])} without an act "
+                            "before it; call agent.act(states) first.")
+    terminals = np.broadcast_to(terminals, (k,))
+    if next_states is not None:
+      self._store_next(next_states, idx, terminals)
+    self._acted[idx] = False
+    self._held[idx] = True
+    self._reward[idx] = rewards
+    self._terminal[idx] = terminals
+    self._episode_steps[idx] += 1
+    ended = terminals != 0
+    self._start[idx[ended]] = True
+    self._episode_steps[idx[ended]] = 0
+    self.episodes += int(ended.sum())
+    updated = any(self._updated[i] is not None and bool(self._updated[i]) for i in idx)
+    for i in idx:
+      self._updated[i] = None
+    if updated:
+      self.updates += 1
+    return updated
+
+  def _store_next(self, next_states, idx, terminals) -> None:
+    obs, batched = self._rt.check_states(next_states)
+    rows = self._rt.process_next(self._state, obs, idx)
+    for j, i in enumerate(idx):
+      if terminals[j] == 2:
+        self._next[int(i)] = self._rt.row(rows, j)
+
+  def reset(self) -> None:
+    """Ends every running episode: an un-observed act is dropped; a step observed without
+    a terminal is kept as cut short (terminal 2, bootstrapped from its own state)."""
+    self._acted[:] = False
+    cut = self._held & (self._terminal == 0)
+    self._terminal[cut] = 2
+    self._start[:] = True
+    self._episode_steps[:] = 0
+
+  def initial_internals(self):
+    """Internal state (recurrent carries) for ``act(..., independent=True, internals=...)``
+    of one stream; ``{}`` for feed-forward policies."""
+    return self._rt.initial_internals()
+
+  # ------------------------------------------------------------------------ saving
+
+  def save(self, directory, keep: int | None = 5) -> str:
+    """Writes a checkpoint (``ckpt-<timesteps>``) and the agent spec (``agent.json``) into
+    ``directory``; returns the checkpoint path. ``Agent.load(directory)`` needs nothing else."""
+    from batchrl import checkpoint
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_json_atomic(directory / SPEC_FILE, self.spec)
+    path = checkpoint.save(directory, self.timesteps, self._state, config=self.spec,
+                           counters=self._counters(), keep=keep)
+    return str(path)
+
+  def _counters(self) -> dict:
+    return {"timesteps": self.timesteps, "episodes": self.episodes, "updates": self.updates,
+            "held": self._held.tolist(), "reward": self._reward.tolist(),
+            "terminal": self._terminal.tolist(), "start": self._start.tolist(),
+            "staged": self._staged.tolist(), "episode_steps": self._episode_steps.tolist(),
+            "rows": self._rows}
+
+  @classmethod
+  def load(cls, directory) -> "Agent":
+    """The agent saved in ``directory`` (its newest good checkpoint)."""
+    spec = _read_spec(directory)
+    agent = cls(spec)
+    agent.restore(directory)
+    return agent
+
+  def restore(self, directory) -> None:
+    """Restores this agent's state from the newest good checkpoint in ``directory`` (saved
+    by an agent of the same spec)."""
+    from batchrl import checkpoint
+    saved = _read_spec(directory)
+    if _comparable(saved) != _comparable(self.spec):
+      raise ConfigError(f"the agent saved in {directory} has another spec; use "
+                        "Agent.load(directory) to rebuild it.")
+    state, manifest = checkpoint.restore(directory, self._state)
+    counters = manifest.get("counters") or {}
+    self._state = state
+    self.timesteps = int(counters.get("timesteps", 0))
+    self.episodes = int(counters.get("episodes", 0))
+    self.updates = int(counters.get("updates", 0))
+    self._acted[:] = False
+    for name, dtype in (("held", bool), ("reward", np.float32), ("terminal", np.int32),
+                        ("start", bool), ("staged", np.int64), ("episode_steps", np.int64)):
+      if name in counters:
+        setattr(self, f"_{name}", np.asarray(counters[name], dtype))
+    self._next.clear()
+    self._rows = counters.get("rows")
+
+  def close(self) -> None:
+    """Nothing to release; kept for TensorForce compatibility."""
+
+
+def _terminal_codes(terminal) -> np.ndarray:
+  codes = np.asarray(terminal)
+  if codes.dtype == bool:
+    return codes.astype(np.int32)
+  if codes.dtype.kind not in "iuf" or not np.isin(codes, (0, 1, 2)).all():
+    raise AgentUsageError(f"terminal must be a bool or 0/1/2 (2 = cut short, bootstrap), "
+                          f"got {terminal!r}.")
+  return codes.astype(np.int32)
+
+
+def _comparable(spec: dict) -> str:
+  return json.dumps(spec, sort_keys=True)
+
+
+def _read_spec(directory) -> dict:
+  path = Path(directory) / SPEC_FILE
+  if not Path(directory).is_dir():
+    raise FileNotFoundError(f"no saved agent at {str(directory)!r}: the directory does not "
+                            "exist.")
+  if not path.exists():
+    raise FileNotFoundError(f"no saved agent in {str(directory)!r}: {SPEC_FILE} is missing "
+                            "(save with agent.save(directory)).")
+  return _load_json(path, "saved agent spec")
+
+
+def _write_json_atomic(path: Path, value) -> None:
+  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  tmp.write_text(json.dumps(value, indent=1, sort_keys=True), encoding="utf-8")
+  os.replace(tmp, path)
+
+
+def _jsonable(value):
+  """The spec through JSON, so what is saved is exactly what was built (tuples -> lists)."""
+  try:
+    return json.loads(json.dumps(value, default=_json_default))
+  except TypeError as e:
+    raise ConfigError(f"the agent spec must be JSON-able: {e}") from None
+
+
+def _json_default(value):
+  if isinstance(value, np.generic):
+    return value.item()
+  if isinstance(value, np.ndarray):
+    return value.tolist()
+  raise TypeError(f"{type(value).__name__} {value!r} is not JSON-able")
+

@@ -1,0 +1,286 @@
+"""The object API: ``batchrl.Agent.create`` / ``act`` / ``observe`` / ``save`` / ``load``."""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl import Agent
+from batchrl.agent import AgentUsageError, StreamAheadError
+from batchrl.agents import registry
+from batchrl.agents.core import Transition
+from batchrl.agents.ppo import agent as ppo_agent
+from batchrl.configs.base import ConfigError
+
+CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
+MLP = [dict(type="dense", size=16), dict(type="dense", size=16)]
+SMALL = dict(batch_size=8, optimizer_batch_size=4, epochs=2)
+
+
+def small_agent(**kwargs):
+  spec = dict(CARTPOLE, network=MLP, seed=0, **SMALL)
+  spec.update(kwargs)
+  return Agent.create("ppo", **spec)
+
+
+@pytest.fixture(scope="module")
+def cartpole_agent():
+  return small_agent()
+
+
+def obs(i=0):
+  return np.array([0.1, -0.2, 0.05 * i, 0.3], np.float32)
+
+
+def test_single_state_gives_python_scalar_and_observe_reports_updates():
+  agent = small_agent()
+  updates = []
+  for t in range(17):
+    action = agent.act(obs(t))
+    assert isinstance(action, int) and action in (0, 1)
+    updates.append(agent.observe(1.0, terminal=(t % 5 == 4)))
+  # 8 timesteps per update: the 8th transition is committed by the 9th act
+  assert updates.index(True) == 8 and sum(updates) == 2
+  assert agent.updates == 2 and agent.timesteps == 17 and agent.episodes == 3
+
+
+def test_act_observe_order_errors(cartpole_agent):
+  agent = small_agent()
+  with pytest.raises(AgentUsageError, match="without an act"):
+    agent.observe(1.0, False)
+  agent.act(obs())
+  with pytest.raises(AgentUsageError, match="act called twice for stream 0"):
+    agent.act(obs())
+  agent.observe(1.0, False)
+  with pytest.raises(AgentUsageError, match="out of range.*parallel_interactions=1"):
+    agent.act(obs(), parallel=[3])
+  with pytest.raises(AgentUsageError, match="terminal must be a bool or 0/1/2"):
+    agent.act(obs())
+    agent.observe(1.0, terminal=5)
+
+
+def test_bad_states_are_clear_errors(cartpole_agent):
+  with pytest.raises(AgentUsageError, match=r"must have shape \(4,\)"):
+    cartpole_agent.act(np.zeros(3))
+  with pytest.raises(AgentUsageError, match="NaN or inf"):
+    cartpole_agent.act(np.array([0, np.nan, 0, 0]))
+  with pytest.raises(AgentUsageError, match="single unnamed state"):
+    cartpole_agent.act({"x": np.zeros(4)})
+
+
+def test_unknown_agent_and_keys_name_the_closest():
+  with pytest.raises(ConfigError, match="Did you mean 'ppo'"):
+    Agent.create("ppp", **CARTPOLE)
+  with pytest.raises(ConfigError, match="Did you mean 'learning_rate'"):
+    Agent.create("ppo", learning_rat=1e-3, **CARTPOLE)
+  with pytest.raises(ConfigError, match="multiple of parallel_interactions"):
+    Agent.create("ppo", batch_size=10, parallel_interactions=4, **CARTPOLE)
+  with pytest.raises(ConfigError, match="mean the same thing"):
+    Agent.create("ppo", epochs=3, optimization_steps=4, **CARTPOLE)
+
+
+def test_tensorforce_keys_map_to_ppo_config():
+  context = registry.BuildContext(2, MLP, None)
+  config = registry.ppo_config(dict(batch_size=4096, gae_lambda=0.97, entropy_penalty=0.01,
+                                    epochs=5, optimizer_batch_size=512, loss_clipping=0.2,
+                                    step_optimizer=dict(type="adam", learning_rate=1e-2),
+                                    discount=0.98), context)
+  assert config.rollout_length == 2048 and config.batch_size == 512
+  assert config.update_epochs == 5 and config.entropy_coef == 0.01
+  assert config.clip_range == 0.2 and config.policy_objective == "clip"
+  assert config.learning_rate == 1e-2 and config.discount == 0.98 and config.gae_lambda == 0.97
+  later = registry.ppo_config(dict(entropy_regularization=0.02, optimization_steps=7,
+                                   likelihood_ratio_clipping=0.1), context)
+  assert (later.entropy_coef, later.update_epochs, later.clip_range) == (0.02, 7, 0.1)
+
+
+def test_create_from_json_file_and_type_dict(tmp_path):
+  path = tmp_path / "ppo.json"
+  path.write_text(json.dumps({"type": "ppo_agent", "batch_size": 8,
+                              "optimizer_batch_size": 8, "learning_rate": 1e-3}))
+  agent = Agent.create(str(path), network=MLP, seed=0, **CARTPOLE)
+  assert agent.spec["type"] == "ppo_agent" and agent.spec["config"]["batch_size"] == 8
+  agent = Agent.create({"type": "random"}, **CARTPOLE)
+  assert agent.act(obs()) in (0, 1)
+  bad = tmp_path / "bad.json"
+  bad.write_text('{"type": "ppo",}')
+  with pytest.raises(ConfigError, match="bad.json.*not valid JSON.*line 1"):
+    Agent.create(str(bad), **CARTPOLE)
+
+
+def test_several_states_and_actions_with_masks_and_streams():
+  states = dict(pos=dict(type="float", shape=(3,)), item=dict(type="int", num_values=5),
+                flag=dict(type="bool", shape=(2,)), move_mask=dict(type="bool", shape=(4,)))
+  actions = dict(move=dict(type="int", num_values=4), grip=dict(type="bool"),
+                 force=dict(type="float", shape=(2,), min_value=-1.0, max_value=1.0))
+  agent = Agent.create("ppo", states=states, actions=actions, seed=1, batch_size=16,
+                       optimizer_batch_size=8, parallel_interactions=2,
+                       preprocessing=dict(pos=[dict(type="clip", min_value=-1, max_value=1)]),
+                       exploration=dict(move=0.5, force=dict(type="gaussian", sigma=0.2)))
+  rng = np.random.default_rng(0)
+
+  def batch(k):
+    return dict(pos=rng.normal(size=(k, 3)).astype(np.float32), item=rng.integers(0, 5, k),
+                flag=rng.random((k, 2)) < 0.5, move_mask=np.array([[1, 0, 1, 0]] * k, bool))
+
+  moves = []
+  for t in range(40):
+    action = agent.act(batch(2))
+    moves.extend(action["move"].tolist())
+    assert action["grip"].dtype == bool and action["force"].shape == (2, 2)
+    assert np.all(np.abs(action["force"]) <= 1.0)
+    agent.observe(np.ones(2), np.array([t % 7 == 6, 0]))
+  assert set(moves) == {0, 2}  # masked moves never taken, even exploring (epsilon 0.5)
+  assert agent.updates >= 4
+  single = agent.act(jax.tree.map(lambda x: x[0], batch(1)), parallel=1)
+  assert isinstance(single["move"], int) and isinstance(single["grip"], bool)
+  agent.observe(0.0, False, parallel=1)
+  with pytest.raises(AgentUsageError, match="missing"):
+    agent.act(dict(pos=np.zeros(3)), parallel=0)
+  with pytest.raises(AgentUsageError, match="allows no action"):
+    agent.act(dict(batch(1), move_mask=np.zeros((1, 4), bool)), parallel=[0])
+
+
+def test_masked_actions_never_sampled_nor_mode():
+  states = dict(x=dict(type="float", shape=(2,)), action_mask=dict(type="bool", shape=(3,)))
+  agent = Agent.create("ppo", states=states, actions=dict(type="int", num_values=3), seed=3,
+                       network=MLP, **SMALL)
+  rng = np.random.default_rng(1)
+  k = 10_000
+  masks = rng.random((k, 3)) < 0.5
+  masks[~masks.any(axis=1), 1] = True
+  batch = dict(x=rng.normal(size=(k, 2)).astype(np.float32), action_mask=masks)
+  for deterministic in (False, True):
+    actions = agent.act(batch, independent=True, deterministic=deterministic)
+    assert masks[np.arange(k), actions].all()
+
+
+def test_streams_out_of_step_are_staged_and_limited():
+  agent = small_agent(parallel_interactions=2, batch_size=8)
+  for t in range(10):  # stream 1 runs ahead: its transitions wait for stream 0
+    if t == 9:
+      with pytest.raises(StreamAheadError, match="stream 1 is 8 steps ahead of stream 0"):
+        agent.act(obs(t), parallel=1)
+      break
+    agent.act(obs(t), parallel=1)
+    agent.observe(1.0, False, parallel=1)
+  assert agent.updates == 0
+  for t in range(9):  # stream 0 catches up; rows complete, 4 rows per update
+    agent.act(obs(t), parallel=0)
+    agent.observe(1.0, False, parallel=0)
+  assert agent.updates == 2
+
+
+def _host(tree):
+  def leaf(x):
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+      x = jax.random.key_data(x)
+    return np.asarray(x)
+  return jax.tree.map(leaf, tree)
+
+
+def test_independent_acting_changes_nothing(cartpole_agent):
+  before = _host(cartpole_agent._state)
+  steps = cartpole_agent.timesteps
+  first = cartpole_agent.act(obs(), independent=True, deterministic=True)
+  again = cartpole_agent.act(obs(), independent=True, deterministic=True)
+  assert first == again and cartpole_agent.timesteps == steps
+  after = _host(cartpole_agent._state)
+  jax.tree.map(np.testing.assert_array_equal, before, after)
+  assert cartpole_agent.initial_internals() == {}
+
+
+def test_save_load_gives_identical_deterministic_actions(tmp_path):
+  agent = small_agent()
+  for t in range(12):
+    agent.act(obs(t))
+    agent.observe(1.0, t % 4 == 3)
+  path = agent.save(tmp_path / "agent")
+  assert path.endswith("ckpt-000000000012")
+  loaded = Agent.load(tmp_path / "agent")
+  assert (loaded.timesteps, loaded.updates, loaded.episodes) == (12, 1, 3)
+  probes = np.random.default_rng(2).normal(size=(32, 4)).astype(np.float32)
+  np.testing.assert_array_equal(agent.act(probes, independent=True, deterministic=True),
+                                loaded.act(probes, independent=True, deterministic=True))
+  # both continue identically: same next actions and updates
+  for t in range(6):
+    assert agent.act(obs(t)) == loaded.act(obs(t))
+    assert agent.observe(1.0, False) == loaded.observe(1.0, False)
+  fresh = small_agent()
+  fresh.restore(tmp_path / "agent")
+  assert fresh.timesteps == 12
+  with pytest.raises(ConfigError, match="another spec"):
+    small_agent(learning_rate=0.5).restore(tmp_path / "agent")
+
+
+def test_load_errors_name_the_problem(tmp_path):
+  with pytest.raises(FileNotFoundError, match="does not exist"):
+    Agent.load(tmp_path / "nowhere")
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(FileNotFoundError, match="agent.json is missing"):
+    Agent.load(tmp_path / "empty")
+  agent = small_agent()
+  agent.save(tmp_path / "a")
+  state_file = next((tmp_path / "a").glob("ckpt-*/state.msgpack"))
+  state_file.write_bytes(b"garbage")
+  with pytest.raises(Exception, match="state.msgpack"):
+    with pytest.warns(Warning):
+      Agent.load(tmp_path / "a")
+
+
+def _ppo_parts(agent):
+  config = registry.ppo_config(dict(agent.spec["config"]), registry.BuildContext(
+      agent.parallel_interactions, agent.spec["network"], agent._rt.action_space))
+  return config, ppo_agent._networks(config, agent._state.model.info)
+
+
+def test_terminal_2_bootstraps_from_next_state():
+  agent = small_agent(gae_lambda=0.0, discount=0.9)
+  final = np.array([1.0, 2.0, -1.0, 0.5], np.float32)
+  agent.act(obs(0))
+  agent.observe(1.0, False)
+  agent.act(obs(1))
+  agent.observe(2.0, terminal=2, next_states=final)
+  agent.act(obs(2))  # commits the cut step with its next state
+  model = agent._state.model
+  assert bool(model.buffer.truncated[1, 0]) and not bool(model.buffer.terminated[1, 0])
+  np.testing.assert_allclose(model.buffer.next_obs[1, 0], final)
+  config, nets = _ppo_parts(agent)
+  data = ppo_agent.prepare(config, nets, model)
+  value = nets.value(model.params["value"], jnp.asarray(final)[None])[0]
+  # lambda 0: the target of a cut step is r + discount * V(next state)
+  np.testing.assert_allclose(data.returns[1, 0], 2.0 + 0.9 * value, rtol=1e-5)
+  next_value = nets.value(model.params["value"], jnp.asarray(obs(1))[None])[0]
+  np.testing.assert_allclose(data.returns[0, 0], 1.0 + 0.9 * next_value, rtol=1e-5)
+
+
+def test_object_api_update_equals_the_model_functions_on_the_same_experience():
+  """What the fused driver runs (store a period of rows, then update) on the experience the
+  object API collected gives the same parameters as the object API's own update."""
+  a = small_agent()
+  for t in range(8):
+    a.act(obs(t))
+    a.observe(0.5 * t, t == 3)
+  # before the 9th act: 7 rows stored, the 8th transition pending
+  state = jax.tree.map(jnp.copy, a._state)
+  model = a._rt.parts.model
+  row = Transition(state.obs, state.action, jnp.array([3.5]), jnp.array([False]),
+                   jnp.array([False]), jnp.asarray(obs(8))[None], state.extras)
+  expected, _ = model.update(model.store(state.model, row))
+  a.act(obs(8))
+  assert a.observe(0.0, False)  # a's 9th act ran the update
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7),
+               a._state.model.params, expected.params)
+
+
+@pytest.mark.slow
+def test_quickstart_learns_cartpole():
+  """The seed's quick start as shipped: a last-100 mean of 195 within its episode budget."""
+  import importlib.util
+  import pathlib
+  path = pathlib.Path(__file__).parents[1] / "examples" / "quickstart.py"
+  spec = importlib.util.spec_from_file_location("quickstart", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  assert module.main() >= 195.0

@@ -1,0 +1,152 @@
+"""`batchrl run` (TensorForce's openai_gym.py as a command) and the example configs."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from batchrl.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "examples", "configs")
+PPO = os.path.join(CONFIGS, "ppo.json")
+MLP2 = os.path.join(CONFIGS, "mlp2_network.json")
+MEAN_LINE = re.compile(r"Mean reward of the last (\d+) episodes: ([\d.]+) \((\d+) episodes, "
+                       r"(\d+) timesteps\)")
+
+# Which environment (or states) each network config is for.
+NETWORK_STATES = {
+    "mlp2_network.json": dict(type="float", shape=(4,)),
+    "mlp2_64_network.json": dict(type="float", shape=(4,)),
+    "cnn_dqn_network.json": dict(type="float", shape=(84, 84, 3)),
+    "multi_input_network.json": dict(image=dict(type="float", shape=(16, 16, 3)),
+                                     position=dict(type="float", shape=(3,)),
+                                     inventory=dict(type="int", shape=(4,), num_values=5)),
+}
+AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")
+
+
+def _config_files() -> list[str]:
+  return sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*.json")))
+
+
+def test_every_config_is_listed_here():
+  assert _config_files() == sorted(set(NETWORK_STATES) | set(AGENT_CONFIGS))
+
+
+@pytest.mark.parametrize("name", sorted(NETWORK_STATES))
+def test_network_configs_validate_for_their_states(name):
+  from batchrl.networks.layered import input_specs_from_space, plan_network
+  from batchrl.specs import to_space
+  with open(os.path.join(CONFIGS, name)) as f:
+    spec = json.load(f)
+  plan = plan_network(spec, input_specs_from_space(to_space(NETWORK_STATES[name])))
+  assert plan is not None
+
+
+@pytest.mark.parametrize("name", AGENT_CONFIGS)
+def test_agent_configs_resolve_to_ppo_settings(name):
+  from batchrl.agents.registry import BuildContext, ppo_config
+  with open(os.path.join(CONFIGS, name)) as f:
+    spec = json.load(f)
+  config = ppo_config(spec, BuildContext(num_streams=1, network="auto",
+                                         action_space=gym.spaces.Discrete(2)))
+  expected = dict(learning_rate=(spec.get("learning_rate") or
+                                 spec["step_optimizer"]["learning_rate"]),
+                  update_epochs=spec.get("epochs") or spec.get("optimization_steps"),
+                  rollout_length=spec["batch_size"], batch_size=spec["optimizer_batch_size"])
+  assert {key: getattr(config, key) for key in expected} == expected
+
+
+def test_run_trains_prints_the_mean_saves_and_loads(tmp_path, capsys):
+  save = tmp_path / "agent"
+  assert main(["run", "CartPole-v1", "-a", PPO, "-n", MLP2, "--timesteps", "300", "--seed", "0",
+               "--save", str(save), "--no-progress"]) == 0
+  out = capsys.readouterr().out
+  match = MEAN_LINE.search(out)
+  assert match, out
+  shown, mean, episodes, timesteps = match.groups()
+  assert int(timesteps) == 300 and int(shown) == min(int(episodes), 100) > 0
+  assert 8 <= float(mean) <= 300  # CartPole pays 1 per step
+  assert (save / "agent.json").exists() and "Saved the agent to" in out
+  assert main(["run", "CartPole-v1", "--load", str(save), "--episodes", "2",
+               "--deterministic", "--no-progress"]) == 0
+  match = MEAN_LINE.search(capsys.readouterr().out)
+  assert match and match.group(1) == "2" and match.group(3) == "2"
+
+
+def _write(tmp_path, name: str, text: str) -> str:
+  path = tmp_path / name
+  path.write_text(text)
+  return str(path)
+
+
+@pytest.mark.parametrize("case", ["bad_json", "missing", "bad_key", "bad_layer", "unknown_env",
+                                  "agent_and_load", "no_agent", "no_limit", "bad_parallel"])
+def test_errors_are_one_line_and_exit_2(case, tmp_path, capsys):
+  bad_json = _write(tmp_path, "bad.json", '{"type": "ppo",\n "batch_size": }\n')
+  bad_key = _write(tmp_path, "key.json", '{"type": "ppo", "batch_sise": 10}')
+  bad_layer = _write(tmp_path, "net.json", '[{"type": "dens", "size": 32}]')
+  args, expected = {
+      "bad_json": (["-a", bad_json, "--episodes", "1"], r"bad\.json.*not valid JSON.*line 2"),
+      "missing": (["-a", str(tmp_path / "nope.json"), "--episodes", "1"], "does not exist"),
+      "bad_key": (["-a", bad_key, "--episodes", "1"], "did you mean 'batch_size'"),
+      "bad_layer": (["-a", PPO, "-n", bad_layer, "--episodes", "1"], "did you mean 'dense'"),
+      "unknown_env": (["-a", PPO, "--episodes", "1"], "unknown environment id 'CartPol-v1'"),
+      "agent_and_load": (["-a", PPO, "--load", str(tmp_path), "--episodes", "1"],
+                         "leave out -a"),
+      "no_agent": (["--episodes", "1"], "give the agent spec with -a"),
+      "no_limit": (["-a", PPO], "--episodes N and/or --timesteps N"),
+      "bad_parallel": (["-a", PPO, "--episodes", "1", "--num-parallel", "3"],
+                       "multiple of parallel_interactions"),
+  }[case]
+  env_id = "CartPol-v1" if case == "unknown_env" else "CartPole-v1"
+  assert main(["run", env_id, *args, "--no-progress"]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("batchrl run: error: "), err
+  assert re.search(expected, err, re.IGNORECASE), err
+
+
+# ---------------------------------------------------------------------------------------
+# Every config file, run for a few steps with the real agent (slow: one compile each).
+
+SMALL_PPO = dict(batch_size=16, optimizer_batch_size=8, epochs=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AGENT_CONFIGS)
+def test_agent_configs_run_on_cartpole(name):
+  from batchrl import Agent, Runner
+  agent = Agent.create(os.path.join(CONFIGS, name), environment="CartPole-v1", network=MLP2,
+                       seed=0)
+  with Runner(agent, environment="CartPole-v1", seed=0) as runner:
+    runner.run(num_timesteps=20)
+  assert runner.timestep == 20 and agent.timesteps == 20
+
+
+def _states_sample(spec: dict, rng):
+  if "type" not in spec:
+    return {name: _states_sample(sub, rng) for name, sub in spec.items()}
+  if spec["type"] == "int":
+    return rng.integers(0, spec["num_values"], spec["shape"])
+  return rng.normal(size=spec["shape"]).astype(np.float32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NETWORK_STATES))
+def test_network_configs_act_and_update(name):
+  from batchrl import Agent
+  states = NETWORK_STATES[name]
+  agent = Agent.create("ppo", states=states, actions=dict(type="int", num_values=3),
+                       network=os.path.join(CONFIGS, name), seed=0, **SMALL_PPO)
+  rng = np.random.default_rng(0)
+  for t in range(SMALL_PPO["batch_size"] + 1):
+    action = agent.act(_states_sample(states, rng))
+    assert action in (0, 1, 2)
+    agent.observe(reward=1.0, terminal=2 if t % 5 == 4 else 0)
+  assert agent.updates == 1
