@@ -80,7 +80,7 @@ def _action_leaves(space: gym.Space) -> dict[str | None, gym.Space]:
 # --------------------------------------------------------------------------- runtime
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity: a compile-cache key
 class Runtime:
   spec: dict
   raw_space: gym.Space
@@ -91,6 +91,7 @@ class Runtime:
   reward_stack: Any
   explorations: Any  # Exploration | None or {name: Exploration | None}
   parts: Parts
+  independent_calls: list = dataclasses.field(default_factory=lambda: [0])  # key counter
 
   # ---------------------------------------------------------------- device pieces
 
@@ -203,9 +204,9 @@ class Runtime:
                          "(start from agent.initial_internals()); it returns (actions, "
                          "internals).")
     fn = _independent_fn(self, k, bool(deterministic), internals is not None)
-    self_counter = getattr(self, "_independent_calls")
-    self_counter[0] += 1
-    key = jax.random.fold_in(jax.random.key(int(self.spec["seed"]) + 1), self_counter[0])
+    self.independent_calls[0] += 1
+    key = jax.random.fold_in(jax.random.key(int(self.spec["seed"]) + 1),
+                             self.independent_calls[0])
     carry = internals["carry"] if internals is not None else ()
     action, new_carry = fn(state, obs, key, carry)
     return action, ({"carry": new_carry} if internals is not None else None)
@@ -290,9 +291,7 @@ def build_runtime(spec: dict) -> Runtime:
                     explorations, None)
   parts = Parts(model, n, STAGE_DEPTH, runtime.preprocess, runtime.reward_preprocess,
                 runtime.explore, runtime.explore_init)
-  runtime = dataclasses.replace(runtime, parts=parts)
-  object.__setattr__(runtime, "_independent_calls", [0])
-  return runtime
+  return dataclasses.replace(runtime, parts=parts)
 
 
 def _init_state(rt: Runtime) -> AgentState:
@@ -372,11 +371,6 @@ def _independent_preprocess(rt: Runtime, pstate, obs):
   for name in rt.masks:
     out[name] = obs[name]
   return out
-
-
-# Runtime is a cache key: hash it by identity (it holds unhashable specs).
-Runtime.__hash__ = object.__hash__  # type: ignore[assignment]
-Runtime.__eq__ = lambda self, other: self is other  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------- checking states

@@ -351,8 +351,9 @@ def apply_layer(layer: LayerPlan, x, carry, deterministic: bool):
     y = ACTIVATIONS[layer.opt("name")](x)
   elif kind == "dueling":
     y = Dueling(layer.opt("size"), name=layer.name)(x)
-  else:  # pragma: no cover - LAYER_KEYS and this dispatch are kept in step
-    raise NotImplementedError(kind)
+  else:  # pragma: no cover - specs are validated against LAYER_KEYS before this runs
+    raise AssertionError(f"layer type {kind!r} passed validation but has no apply branch; "
+                         "LAYER_KEYS and apply_layer must list the same types")
   return y, None
 
 
