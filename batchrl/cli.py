@@ -150,7 +150,8 @@ def _configs(args) -> int:
     print(configs.REGISTRY.table())
     return 0
   exp = configs.get(args.name)
-  print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[ppo]\n{describe(exp.ppo)}")
+  print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[{exp.agent}]\n"
+        f"{describe(exp.config)}")
   return 0
 
 

@@ -62,8 +62,9 @@ def close_env(env) -> None:
 
 
 def build_agent(exp: Experiment):
-  from batchrl.agents.ppo import make_ppo
-  return make_ppo(exp.ppo)
+  """The experiment's ``Model``, from its agent type and config."""
+  from batchrl.configs import agent_model
+  return agent_model(exp.agent).make(exp.config)
 
 
 def eval_steps(run: RunConfig, env) -> int:

@@ -121,6 +121,42 @@ class DictObsEnv(gym.Env):
     return {"pos": self.pos.copy(), "t": self.t}
 
 
+class MaskedChoiceEnv(gym.Env):
+  """Pick one of 4 arms; arm 3 pays most but is allowed only on odd steps (``action_mask``).
+
+  Taking a masked arm raises, so any masked action reaching the env fails the test. The best
+  policy takes arm 3 when allowed and arm 2 otherwise: return 0.5 * duration * (3 + 2) / 3.
+  """
+
+  def __init__(self, duration: int = 10):
+    self.duration = duration
+    self.observation_space = gym.spaces.Dict({
+        "obs": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+        "action_mask": gym.spaces.MultiBinary(4)})
+    self.action_space = gym.spaces.Discrete(4)
+    self.t = 0
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self.t = 0
+    return self._obs(), {}
+
+  def step(self, action):
+    if not self._mask()[int(action)]:
+      raise AssertionError(f"masked action {action} taken at step {self.t}")
+    self.t += 1
+    return self._obs(), float(action) / 3.0, self.t >= self.duration, False, {}
+
+  def _mask(self):
+    return np.array([True, True, True, self.t % 2 == 1])
+
+  def _obs(self):
+    return {"obs": np.array([self.t % 2], np.float32), "action_mask": self._mask()}
+
+
+gym.register("MaskedChoice-v0", entry_point=MaskedChoiceEnv)
+
+
 def failing_constructor():
   raise ValueError("bad constructor: this env cannot be built")
 

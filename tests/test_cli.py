@@ -134,3 +134,40 @@ def test_seeds_train_several_agents_in_one_program(tmp_path, capsys):
   assert main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--seeds", "2"]) == 2
   assert "needs in-graph environments" in capsys.readouterr().err
   assert [p.name for p in tmp_path.iterdir()] == ["S-cartpole_fused"]  # no orphan run dir
+
+
+def test_overrides_take_agent_run_and_named_sections():
+  base = configs.get("cartpole_fused")
+  exp = configs.apply_overrides(base, ["agent.discount=0.9", "ppo.update_epochs=3",
+                                       "run.seed=7", "num_envs=4"])
+  assert (exp.config.discount, exp.config.update_epochs) == (0.9, 3)
+  assert (exp.run.seed, exp.run.num_envs, exp.agent) == (7, 4, "ppo")
+  with pytest.raises(configs.ConfigError, match="unknown section 'dqn'"):
+    configs.apply_overrides(base, ["dqn.discount=0.9"])
+  with pytest.raises(configs.ConfigError, match="Did you mean discount"):
+    configs.apply_overrides(base, ["discont=0.9"])
+
+
+def test_experiment_round_trips_through_its_dict():
+  exp = configs.get("cartpole_fused")
+  values = exp.to_dict()
+  assert values["agent"] == "ppo" and "ppo" in values
+  assert configs.Experiment.from_dict(values) == exp
+  with pytest.raises(configs.ConfigError, match="unknown agent 'nope'"):
+    configs.Experiment.from_dict(dict(values, agent="nope"))
+  with pytest.raises(configs.ConfigError, match="takes a PPOConfig"):
+    configs.Experiment("x", exp.run, exp.run)
+
+
+def test_train_on_env_reporting_action_masks(tmp_path):
+  """A Dict observation with an ``action_mask`` gets the 'auto' network and masked heads;
+  the env raises if a masked action reaches it, and PPO learns the best allowed arm."""
+  import mock_envs  # noqa: F401  (registers MaskedChoice-v0)
+  exp = configs.apply_overrides(configs.get("cartpole"), [
+      "env=MaskedChoice-v0", "num_envs=4", "num_workers=0", "steps=4000",
+      "report_every=1000", "eval_every=2000", "checkpoint_every=4000", "rollout_length=50",
+      "update_epochs=4", "batch_size=null", "max_length=10", "eval_steps=10",
+      "normalize_ranges=false"])
+  result = experiment.train(exp, tmp_path / "run", progress=False, use_tensorboard=False)
+  best = 0.5 * 10 * (3 + 2) / 3  # arm 3 when allowed (odd steps), arm 2 otherwise
+  assert result["mean_score"] > 0.9 * best

@@ -149,16 +149,19 @@ def test_env_actions_rescaled_and_clipped_raw_sample_kept():
                                 [2, 4])
 
 
-def test_unsupported_spaces_are_clear_errors():
+def test_spaces_the_mlps_cannot_take_get_the_auto_network():
   import gymnasium as gym
   from batchrl.specs import EnvSpec
   agent = make_ppo(PPOConfig(**TINY))
-  spec = EnvSpec(gym.spaces.Discrete(3), gym.spaces.Discrete(2), 2)
+  spec = EnvSpec(gym.spaces.Discrete(3), gym.spaces.MultiBinary(3), 2)
+  state = agent.init(jax.random.key(0), spec)
+  assert state.info.layout == "tree"
+  action, _ = agent.act(state, jnp.array([0, 2]), jax.random.key(1))
+  assert action.shape == (2, 3) and set(np.unique(np.asarray(action))) <= {0, 1}
+  assert agent.init(jax.random.key(0), EnvSpec(
+      gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), 2)).info.layout == "flat"
   with pytest.raises(TypeError, match="Box observation space"):
-    agent.init(jax.random.key(0), spec)
-  spec = EnvSpec(gym.spaces.Box(-1, 1, (2,)), gym.spaces.MultiBinary(3), 2)
-  with pytest.raises(TypeError, match="Discrete and 1-D Box action"):
-    agent.init(jax.random.key(0), spec)
+    space_info(EnvSpec(gym.spaces.Discrete(3), gym.spaces.Discrete(2), 2), "flat")
 
 
 def test_init_vmaps_over_seeds():

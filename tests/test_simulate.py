@@ -221,13 +221,22 @@ def test_ingraph_batch_env_matches_host_env():
 
 
 def test_ingraph_rejects_nested_spaces():
-  class DictObs:
+  class Nested:
     num_envs = 2
-    single_observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+    single_observation_space = gym.spaces.Dict({"a": gym.spaces.Tuple(
+        [gym.spaces.Discrete(2)])})
     single_action_space = gym.spaces.Discrete(2)
 
-  with pytest.raises(TypeError, match="FlattenObservation"):
-    InGraphBatchEnv(DictObs())
+  with pytest.raises(TypeError, match=r"or a Dict of them\), got Tuple.*FlattenObservation"):
+    InGraphBatchEnv(Nested())
+
+  class DictAction(Nested):
+    single_observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+    single_action_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+
+  with pytest.raises(TypeError, match=r"action spaces \(Box, Discrete, MultiDiscrete, "
+                     r"MultiBinary\), got Dict"):
+    InGraphBatchEnv(DictAction())
 
 
 class _FakeBraxState(NamedTuple):

@@ -217,6 +217,8 @@ def _stats_and_obs(stats, obs):
 
 
 def obs_stats_update(stats, obs):
+  if stats is None:  # one int/bool state: nothing to normalize
+    return None
   if isinstance(stats, RunningStats):
     return stats.update(obs)
   updated = dict(stats)
@@ -226,6 +228,8 @@ def obs_stats_update(stats, obs):
 
 
 def normalize_obs_tree(stats, obs, clip: float, epsilon: float):
+  if stats is None:
+    return obs
   if isinstance(stats, RunningStats):
     return stats.normalize(obs, clip=clip, epsilon=epsilon)
   normalized = dict(obs)

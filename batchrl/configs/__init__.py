@@ -1,9 +1,10 @@
 """Named experiment configs: ``batchrl train --config NAME`` (list them with ``batchrl configs``).
 
-An experiment is a ``RunConfig`` (environment, budget, cadence) plus the agent's config
-(``PPOConfig``). Overrides (``--set key=value``) name a field of either; a name that exists in
-both must be prefixed (``run.seed`` / ``ppo.discount``), and ``run.``/``ppo.`` prefixes are
-always accepted.
+An experiment is a ``RunConfig`` (environment, budget, cadence) plus the config of its agent
+type (``Experiment.agent``: ``ppo`` -> ``PPOConfig``, and the types other modules register
+with ``register_model``). Overrides (``--set key=value``) name a field of either; a name that
+exists in both must be prefixed (``run.seed`` / ``agent.discount``); ``run.``, ``agent.`` and
+the agent's own name (``ppo.``) are always accepted as prefixes.
 
 Host configs keep the original Batch PPO values (``reference/batch-ppo.md``) where they
 still make sense; ``update_every`` (episodes) became ``rollout_length`` (steps per env, one
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from batchrl.agents.ppo.config import PPOConfig, cartpole_fused, pendulum_fused
 from batchrl.configs.base import ConfigError, Registry, configclass, override, param, to_dict
@@ -66,59 +67,98 @@ class RunConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class AgentModel:
+  """How ``batchrl train`` builds an agent type: its config class and ``make(config) -> Model``."""
+
+  config_class: type
+  make: Callable[[Any], Any]
+
+
+_MODELS: dict[str, AgentModel] = {}
+
+
+def register_model(name: str, config_class: type, make: Callable[[Any], Any]) -> None:
+  """Makes agent type ``name`` usable in experiments (``Experiment.agent``)."""
+  _MODELS[name] = AgentModel(config_class, make)
+
+
+def agent_model(name: str) -> AgentModel:
+  if name not in _MODELS:
+    raise ConfigError(f"unknown agent {name!r} in experiment config; valid: "
+                      f"{', '.join(sorted(_MODELS))}.")
+  return _MODELS[name]
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
-  """A named config: the run plus the agent's hyper-parameters."""
+  """A named config: the run plus the agent's hyper-parameters (``config``, of the class that
+  agent type registered with ``register_model``)."""
 
   name: str
   run: RunConfig
-  ppo: PPOConfig
+  config: Any
+  agent: str = "ppo"
+
+  def __post_init__(self):
+    expected = agent_model(self.agent).config_class
+    if not isinstance(self.config, expected):
+      raise ConfigError(f"experiment {self.name!r}: agent {self.agent!r} takes a "
+                        f"{expected.__name__}, got {type(self.config).__name__}.")
 
   def to_dict(self) -> dict[str, Any]:
-    return {"config": self.name, "agent": "ppo", "run": to_dict(self.run),
-            "ppo": to_dict(self.ppo)}
+    return {"config": self.name, "agent": self.agent, "run": to_dict(self.run),
+            self.agent: to_dict(self.config)}
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> "Experiment":
     from batchrl.configs.base import from_dict
-    unknown = set(values) - {"config", "agent", "run", "ppo"}
+    agent = values.get("agent", "ppo")
+    model = agent_model(agent)
+    unknown = set(values) - {"config", "agent", "run", agent}
     if unknown:
       raise ConfigError(f"unknown top-level keys {sorted(unknown)} in experiment config; "
-                        "valid: config, agent, run, ppo.")
+                        f"valid: config, agent, run, {agent}.")
     return cls(values["config"], from_dict(RunConfig, values["run"]),
-               from_dict(PPOConfig, values["ppo"]))
+               from_dict(model.config_class, values[agent]), agent)
 
 
 def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
-  """``--set key=value`` for fields of ``run`` or ``ppo`` (prefix optional when unique)."""
+  """``--set key=value`` for fields of ``run`` or the agent's config.
+
+  The agent's section is written ``agent.`` or by the agent's name (``ppo.``); the prefix
+  is optional when the field name is unique.
+  """
   run_keys = {f.name for f in dataclasses.fields(RunConfig)}
-  ppo_keys = {f.name for f in dataclasses.fields(PPOConfig)}
-  run_items, ppo_items = [], []
+  agent_keys = {f.name for f in dataclasses.fields(exp.config)}
+  sections = ("run", "agent", exp.agent)
+  run_items, agent_items = [], []
   for item in items:
     key, sep, value = item.partition("=")
     if not sep:
       raise ConfigError(f"override {item!r} must look like key=value.")
     key = key.strip()
     section, _, field = key.rpartition(".")
-    if section in ("run", "ppo"):
-      (run_items if section == "run" else ppo_items).append(f"{field}={value}")
+    if section in sections:
+      (run_items if section == "run" else agent_items).append(f"{field}={value}")
     elif section:
-      raise ConfigError(f"unknown section {section!r} in {key!r}; valid: run, ppo.")
-    elif field in run_keys and field in ppo_keys:
-      raise ConfigError(f"{field!r} is a field of both run and ppo; write run.{field} or "
-                        f"ppo.{field}.")
+      raise ConfigError(f"unknown section {section!r} in {key!r}; valid: "
+                        f"{', '.join(dict.fromkeys(sections))}.")
+    elif field in run_keys and field in agent_keys:
+      raise ConfigError(f"{field!r} is a field of both run and {exp.agent}; write "
+                        f"run.{field} or {exp.agent}.{field}.")
     elif field in run_keys:
       run_items.append(f"{field}={value}")
-    elif field in ppo_keys:
-      ppo_items.append(f"{field}={value}")
+    elif field in agent_keys:
+      agent_items.append(f"{field}={value}")
     else:
-      raise ConfigError(_unknown_key(field, run_keys, ppo_keys))
+      raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp.agent))
   return dataclasses.replace(exp, run=override(exp.run, run_items),
-                             ppo=override(exp.ppo, ppo_items))
+                             config=override(exp.config, agent_items))
 
 
-def _unknown_key(key: str, run_keys: set[str], ppo_keys: set[str]) -> str:
-  options = [f"run.{k}" for k in run_keys] + [f"ppo.{k}" for k in ppo_keys]
-  bare = sorted(run_keys | ppo_keys)
+def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], agent: str) -> str:
+  options = [f"run.{k}" for k in run_keys] + [f"{agent}.{k}" for k in agent_keys]
+  bare = sorted(run_keys | agent_keys)
   close = difflib.get_close_matches(key, bare, n=3, cutoff=0.6)
   hint = f" Did you mean {', '.join(close)}?" if close else ""
   return (f"unknown config key {key!r}.{hint} Valid keys: {', '.join(sorted(options))} "
@@ -177,6 +217,8 @@ def pendulum_fused_config() -> Experiment:
 
 
 def _register_all() -> None:
+  from batchrl.agents.ppo import make_ppo
+  register_model("ppo", PPOConfig, make_ppo)
   REGISTRY.register("pendulum", pendulum, "Pendulum-v1, host envs; learns in minutes")
   REGISTRY.register("pendulum_original", pendulum_original,
                     "Pendulum-v1 with the original Batch PPO values (1e6 steps)")
@@ -201,6 +243,21 @@ def _register_all() -> None:
 
 
 _register_all()
+
+# Agent families with their own named configs: each module has ``register(registry,
+# register_model)``.
+_FAMILIES = ("batchrl.configs.pg", "batchrl.configs.value_based")
+
+
+def _register_families() -> None:
+  import importlib
+  import importlib.util
+  for module in _FAMILIES:
+    if importlib.util.find_spec(module) is not None:  # TODO(lead): plain import once all land
+      importlib.import_module(module).register(REGISTRY, register_model)
+
+
+_register_families()
 
 
 def get(name: str) -> Experiment:

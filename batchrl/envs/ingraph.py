@@ -10,8 +10,9 @@ does; so does ``gymnasium.vector.SyncVectorEnv(..., autoreset_mode=SAME_STEP)``)
 episode ends, ``step`` returns the first observation of the next episode and
 ``infos["final_obs"]`` / ``infos["_final_obs"]`` hold the finished one's last observation.
 
-Limits: array observation/action spaces only (Box, Discrete, MultiDiscrete, MultiBinary),
-and no ``vmap`` over the env (one host env, one batch). float64/int64 values are carried as
+Limits: array action spaces only (Box, Discrete, MultiDiscrete, MultiBinary); observations
+may also be a ``Dict`` of array spaces (e.g. a state and its ``action_mask``), carried as a
+dict of arrays. No ``vmap`` over the env (one host env, one batch). float64/int64 values are carried as
 float32/int32 unless JAX's x64 mode is on.
 """
 from __future__ import annotations
@@ -37,11 +38,41 @@ def _graph_dtype(space: gym.Space) -> np.dtype:
   return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
 
 
-def _check_space(space: gym.Space, what: str) -> None:
+def _check_space(space: gym.Space, what: str, allow_dict: bool = False) -> None:
+  if allow_dict and isinstance(space, gym.spaces.Dict):
+    for sub in space.spaces.values():
+      _check_space(sub, what, allow_dict)
+    return
   if not isinstance(space, _ARRAY_SPACES):
-    raise TypeError(f"InGraphBatchEnv supports array {what} spaces (Box, Discrete, "
-                    f"MultiDiscrete, MultiBinary), got {type(space).__name__}. Flatten the "
-                    "space with a wrapper (e.g. gymnasium.wrappers.FlattenObservation).")
+    kinds = "Box, Discrete, MultiDiscrete, MultiBinary" + (", or a Dict of them" * allow_dict)
+    raise TypeError(f"InGraphBatchEnv supports array {what} spaces ({kinds}), got "
+                    f"{type(space).__name__}. Flatten the space with a wrapper (e.g. "
+                    "gymnasium.wrappers.FlattenObservation).")
+
+
+def _structs(space: gym.Space, batch: int):
+  """``ShapeDtypeStruct``s of a batch of ``space``'s values (a dict for a Dict space)."""
+  if isinstance(space, gym.spaces.Dict):
+    return {name: _structs(sub, batch) for name, sub in space.spaces.items()}
+  return jax.ShapeDtypeStruct((batch,) + tuple(space.shape), _graph_dtype(space))
+
+
+def _as_graph(structs, values):
+  """Host values -> numpy arrays of the graph's dtypes, in the structure of ``structs``."""
+  if isinstance(structs, dict):
+    return {name: _as_graph(sub, values[name]) for name, sub in structs.items()}
+  return np.asarray(values, structs.dtype)
+
+
+def _put_rows(batch, rows: dict[int, Any]):
+  """A copy of ``batch`` with row ``i`` replaced by ``rows[i]`` (same nested structure)."""
+  if isinstance(batch, dict):
+    return {name: _put_rows(sub, {i: row[name] for i, row in rows.items()})
+            for name, sub in batch.items()}
+  batch = batch.copy()
+  for i, row in rows.items():
+    batch[i] = row
+  return batch
 
 
 @dataclasses.dataclass(eq=False)
@@ -55,10 +86,10 @@ class InGraphBatchEnv:
   batch_env: Any
 
   def __post_init__(self):
-    _check_space(self.single_observation_space, "observation")
+    _check_space(self.single_observation_space, "observation", allow_dict=True)
     _check_space(self.single_action_space, "action")
-    b, obs = self.num_envs, self.single_observation_space
-    self._obs_struct = jax.ShapeDtypeStruct((b,) + tuple(obs.shape), _graph_dtype(obs))
+    b = self.num_envs
+    self._obs_struct = _structs(self.single_observation_space, b)
     self._float = jax.ShapeDtypeStruct((b,), np.float32)
     self._bool = jax.ShapeDtypeStruct((b,), np.bool_)
 
@@ -78,16 +109,14 @@ class InGraphBatchEnv:
 
   def _host_reset(self, seed):
     obs, _ = self.batch_env.reset(seed=int(seed))
-    return np.asarray(obs, self._obs_struct.dtype)
+    return _as_graph(self._obs_struct, obs)
 
   def _host_step(self, action):
     action = np.asarray(action, self.single_action_space.dtype)
     obs, reward, terminated, truncated, infos = self.batch_env.step(action)
-    obs = np.asarray(obs, self._obs_struct.dtype)
-    final_obs = obs.copy()
+    obs = _as_graph(self._obs_struct, obs)
     mask = np.asarray(infos.get("_final_obs", np.zeros(self.num_envs, bool)), bool)
-    if mask.any():
-      final_obs[mask] = np.stack([infos["final_obs"][i] for i in np.flatnonzero(mask)])
+    final_obs = _put_rows(obs, {int(i): infos["final_obs"][i] for i in np.flatnonzero(mask)})
     return (obs, np.asarray(reward, np.float32), np.asarray(terminated, np.bool_),
             np.asarray(truncated, np.bool_), final_obs)
 

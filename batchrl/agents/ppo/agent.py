@@ -16,8 +16,10 @@ as in the original.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import optax
@@ -115,14 +117,27 @@ def summarize(config: PPOConfig, state: PPOState) -> dict:
 # ------------------------------------------------------------------------------ init
 
 
-def _layout(config: PPOConfig) -> str:
-  """BatchPPO's MLPs on flat observations, or networks built from a JSON spec."""
-  return "flat" if config.network is None else "tree"
+def _layout(config: PPOConfig, spec: EnvSpec) -> str:
+  """BatchPPO's MLPs on flat observations, or networks built from a JSON spec.
+
+  Without a spec, spaces the MLPs cannot take (a Dict state with an ``action_mask``, int
+  states, several actions) get the 'auto' network, so ``batchrl train`` works on
+  environments that report action masks.
+  """
+  if config.network is not None:
+    return "tree"
+  action = spec.action_space
+  flat = (isinstance(spec.observation_space, gym.spaces.Box)
+          and (isinstance(action, gym.spaces.Discrete)
+               or (isinstance(action, gym.spaces.Box) and len(action.shape) == 1)))
+  return "flat" if flat else "tree"
 
 
 def _networks(config: PPOConfig, info: SpaceInfo) -> PPONetworks:
   if info.layout == "flat":
     return make_networks(config, info.observation_size, info.action_space)
+  if config.network is None:
+    config = dataclasses.replace(config, network='"auto"')
   return make_spec_networks(config, info)
 
 
@@ -153,7 +168,7 @@ def _learning_rate_schedule(config: PPOConfig, info: SpaceInfo):
 
 def init(config: PPOConfig, key: jax.Array, spec: EnvSpec) -> PPOState:
   """Fresh parameters, optimizer, normalizers, an empty rollout and zero carries."""
-  info = space_info(spec, _layout(config))
+  info = space_info(spec, _layout(config, spec))
   _num_minibatches(config, info)  # validates batch_size against num_envs
   nets = _networks(config, info)
   params_key, state_key = jax.random.split(key)
