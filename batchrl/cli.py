@@ -16,6 +16,8 @@ import logging
 import os
 import sys
 
+from batchrl.errors import UserInputError
+
 log = logging.getLogger("batchrl")
 
 
@@ -75,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
   args = _parser().parse_args(argv)
   from batchrl.logging import setup_console_logging
   setup_console_logging()
-  from batchrl.configs.base import ConfigError
   from batchrl.checkpoint import CheckpointError
 
   try:
@@ -86,9 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
       return _run(args)
     return _configs(args)
-  except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
+  except (UserInputError, CheckpointError, FileNotFoundError) as e:
+    # A mistake in what the user gave: one line, no traceback. Anything else is a bug and
+    # keeps its traceback.
     print(f"batchrl {args.command}: error: {e}", file=sys.stderr)
     return 2
+  except BrokenPipeError:  # output piped into e.g. `head`, which closed early
+    sys.stderr.close()
+    return 0
   except KeyboardInterrupt:
     print(f"batchrl {args.command}: interrupted; the last checkpoint is kept.",
           file=sys.stderr)
@@ -116,12 +122,19 @@ def _train(args) -> int:
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   exp = configs.apply_overrides(exp, overrides)
   experiment.check_seeds(exp, args.seeds)
+  experiment.check_env(exp.run)
   run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
+  existed = run_dir.exists()
   exp, resumed = experiment.prepare_run(run_dir, exp, overrides if args.timestamp else [])
   log.info("%s run %s", "Resuming" if resumed else "Starting", run_dir)
-  result = experiment.train(exp, run_dir, seeds=args.seeds,
-                            progress=not args.no_progress and sys.stderr.isatty(),
-                            use_tensorboard=not args.no_tensorboard)
+  try:
+    result = experiment.train(exp, run_dir, seeds=args.seeds,
+                              progress=not args.no_progress and sys.stderr.isatty(),
+                              use_tensorboard=not args.no_tensorboard)
+  except UserInputError:
+    if not existed:
+      experiment.remove_new_run(run_dir)
+    raise
   if result:
     log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
   return 0
@@ -160,11 +173,12 @@ def _run_agent(args):
   from batchrl import Agent
   if args.load:
     if args.agent or args.network:
-      raise ValueError("--load runs a saved agent with its own spec; leave out -a/--agent "
-                       "and -n/--network")
+      raise UserInputError("--load runs a saved agent with its own spec; leave out "
+                           "-a/--agent and -n/--network")
     return Agent.load(args.load)
   if not args.agent:
-    raise ValueError("give the agent spec with -a agent.json (or --load DIR for a saved agent)")
+    raise UserInputError("give the agent spec with -a agent.json (or --load DIR for a saved "
+                         "agent)")
   return Agent.create(agent=args.agent, environment=args.env_id,
                       network=args.network or "auto", seed=args.seed,
                       parallel_interactions=args.num_parallel or 1)
@@ -174,9 +188,9 @@ def _run(args) -> int:
   from batchrl.execution import Runner
 
   if args.episodes is None and args.timesteps is None:
-    raise ValueError("give --episodes N and/or --timesteps N")
+    raise UserInputError("give --episodes N and/or --timesteps N")
   if args.log_every < 1:
-    raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
+    raise UserInputError(f"--log-every must be >= 1, got {args.log_every}")
   agent = _run_agent(args)
   num_parallel = args.num_parallel or agent.parallel_interactions
 

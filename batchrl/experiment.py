@@ -21,6 +21,7 @@ import numpy as np
 from batchrl import checkpoint, simulation
 from batchrl.configs import Experiment, RunConfig
 from batchrl.configs.base import ConfigError
+from batchrl.errors import UserInputError
 
 log = logging.getLogger("batchrl")
 
@@ -65,6 +66,16 @@ def build_agent(exp: Experiment):
   """The experiment's ``Model``, from its agent type and config."""
   from batchrl.configs import agent_model
   return agent_model(exp.agent).make(exp.config)
+
+
+def check_env(run: RunConfig) -> None:
+  """Builds one environment of the run here, before any run directory or worker process
+  exists, so a wrong id or a missing extra is a one-line ``UserInputError``."""
+  import dataclasses
+  if run.backend == "gymnax":
+    build_env(dataclasses.replace(run, num_envs=1))
+  else:
+    make_host_env(run.env, run.max_length, run.normalize_ranges).close()
 
 
 def eval_steps(run: RunConfig, env) -> int:
@@ -147,6 +158,8 @@ def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[E
   import yaml
 
   path = run_dir / CONFIG_FILE
+  if run_dir.exists() and not run_dir.is_dir():
+    raise UserInputError(f"{run_dir} exists and is not a directory.")
   if path.exists():
     saved = Experiment.from_dict(yaml.safe_load(path.read_text()))
     if overrides and apply_overrides(saved, overrides) != saved:
@@ -154,9 +167,23 @@ def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[E
                         f"resume (got --set {' '.join(overrides)}). Start a new run "
                         "(another --timestamp) instead.")
     return saved, True
-  run_dir.mkdir(parents=True, exist_ok=True)
-  atomic_write_text(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
+  try:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
+  except OSError as e:
+    raise UserInputError(f"cannot write the run directory {run_dir}: {e.strerror}; give a "
+                         "--logdir you can write to.") from None
   return exp, False
+
+
+def remove_new_run(run_dir: Path) -> bool:
+  """Deletes a run directory this invocation created if it holds no checkpoint yet (a run
+  that failed on bad input leaves nothing behind); returns whether it did."""
+  import shutil
+  if checkpoint.latest_step(Path(run_dir) / "checkpoints") is not None:
+    return False
+  shutil.rmtree(run_dir, ignore_errors=True)
+  return True
 
 
 # --------------------------------------------------------------------------- training

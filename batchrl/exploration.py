@@ -55,6 +55,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError
+
 KINDS = ("int", "bool", "float")
 _FLOAT_ONLY = ("gaussian", "ornstein_uhlenbeck")
 
@@ -82,7 +84,7 @@ _ALIASES = {"constant": ("constant",), "linear_decay": ("initial_epsilon", "fina
             "epsilon_decay": ("initial_value", "final_value")}
 
 
-class ExplorationSpecError(ValueError):
+class ExplorationSpecError(UserInputError):
   """An exploration spec that cannot be built or does not fit the action; names what is valid."""
 
 

@@ -55,13 +55,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError
 from batchrl.ops.running_stats import RunningStats
 
 _EPS = 1e-8
 _KINDS = {"float": jnp.float32, "int": jnp.int32, "bool": jnp.bool_}
 
 
-class PreprocessingSpecError(ValueError):
+class PreprocessingSpecError(UserInputError):
   """A preprocessing spec that cannot be built; names the position/key and what is valid."""
 
 

@@ -35,6 +35,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+from batchrl.errors import UserInputError
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
   """Observation and action space of ONE environment (not the batch)."""
@@ -51,7 +53,7 @@ class EnvSpec:
     return cls(obs, act, int(getattr(env, "num_envs", 1)))
 
 
-class SpecError(ValueError):
+class SpecError(UserInputError):
   """A spec dict that cannot describe a space; the message names the key and what is valid."""
 
 

@@ -23,6 +23,7 @@ from batchrl import checkpoint
 from batchrl.agents.core import Transition
 from batchrl.configs import Experiment
 from batchrl.configs.base import ConfigError
+from batchrl.errors import UserInputError
 from batchrl.experiment import CONFIG_FILE, build_agent, build_env, close_env, make_host_env
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
@@ -31,8 +32,8 @@ _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
 def load_experiment(run_dir: Path) -> Experiment:
   path = Path(run_dir) / CONFIG_FILE
   if not path.exists():
-    raise FileNotFoundError(f"{path} not found: --logdir must be a run directory written by "
-                            "`batchrl train` (it holds config.yaml).")
+    raise UserInputError(f"{path} not found: --logdir must be a run directory written by "
+                         "`batchrl train` (it holds config.yaml).")
   return Experiment.from_dict(yaml.safe_load(path.read_text()))
 
 

@@ -171,3 +171,48 @@ def test_train_on_env_reporting_action_masks(tmp_path):
   result = experiment.train(exp, tmp_path / "run", progress=False, use_tensorboard=False)
   best = 0.5 * 10 * (3 + 2) / 3  # arm 3 when allowed (odd steps), arm 2 otherwise
   assert result["mean_score"] > 0.9 * best
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--config", "pendulum", "--set", "env=Foo-v9"], "unknown environment id"),
+    (["train", "--config", "cartpole_fused", "--set", "env=NoSuchThing-v0"],
+     "Unknown gymnax environment id"),
+    (["train", "--config", "cartpole", "--set", "steps=abc"], "expects int"),
+    (["train", "--config", "cartpol"], "unknown config 'cartpol'"),
+    (["visualize", "--outdir", "videos"], "config.yaml not found"),
+])
+def test_user_mistakes_are_one_line_and_leave_nothing(argv, message, tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  flag = "--logdir"
+  argv = argv + [flag, str(logdir if argv[0] == "train" else logdir / "no-run")]
+  assert main(argv) == 2
+  err = capsys.readouterr().err.strip()
+  assert message in err and len(err.splitlines()) <= 3 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_unwritable_logdir_is_a_user_error(tmp_path, capsys):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  assert main(["train", "--config", "cartpole_fused", "--logdir", str(blocker / "sub")]) == 2
+  assert "cannot write the run directory" in capsys.readouterr().err
+
+
+def test_user_error_during_training_removes_the_new_run(tmp_path, monkeypatch, capsys):
+  from batchrl.errors import UserInputError
+
+  def bad_train(*args, **kwargs):
+    raise UserInputError("the environment rejected its action space")
+
+  monkeypatch.setattr(experiment, "train", bad_train)
+  assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path)]) == 2
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_genuine_bugs_keep_their_traceback(tmp_path, monkeypatch):
+  def broken(*args, **kwargs):
+    raise ValueError("an internal shape bug")
+
+  monkeypatch.setattr(experiment, "train", broken)
+  with pytest.raises(ValueError, match="internal shape bug"):
+    main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path)])

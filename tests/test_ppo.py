@@ -50,7 +50,8 @@ def test_config_unknown_key_names_the_closest_field():
 @pytest.mark.parametrize("changes, message", [
     (dict(policy_objective="trpo"), "policy_objective must be one of"),
     (dict(recurrent="rnn"), "recurrent must be one of"),
-    (dict(chunk_length=4), "only applies to recurrent"),
+    (dict(rollout_length=10, chunk_length=4), "must divide"),
+    (dict(chunk_length=4, rollout_length=8, batch_size=6), "whole chunks"),
     (dict(recurrent="gru", rollout_length=10, chunk_length=4), "must divide"),
     (dict(recurrent="gru", chunk_length=4, rollout_length=8, batch_size=6), "multiple"),
     (dict(value_target="lambda_return"), "needs gae_lambda"),

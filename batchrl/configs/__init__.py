@@ -191,7 +191,8 @@ def pendulum() -> Experiment:
 def pendulum_original() -> Experiment:
   return Experiment("pendulum_original", RunConfig(
       env="Pendulum-v1", max_length=200, steps=1_000_000), dataclasses.replace(
-          _ORIGINAL_PPO, rollout_length=200, batch_size=20 * 200, chunk_length=50))
+          # The original's minibatch of 20 chunked items: 20 chunks of 50 steps.
+      _ORIGINAL_PPO, rollout_length=200, batch_size=20 * 50, chunk_length=50))
 
 
 def cartpole() -> Experiment:

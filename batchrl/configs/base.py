@@ -35,6 +35,8 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 import numpy as np
 import yaml
 
+from batchrl.errors import UserInputError
+
 YAML_FORMAT = 1
 _NONE = type(None)
 _SCALARS = (bool, int, float, str, _NONE)
@@ -43,7 +45,7 @@ _SCALARS = (bool, int, float, str, _NONE)
 _CONFIG_CLASSES: dict[str, type] = {}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError):
   """A config value, key, file or name is invalid; the message says what is valid."""
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from batchrl.errors import UserInputError, missing_extra
 from batchrl.specs import from_space, to_space, validate_spec
 
 _UNKNOWN_ID_ERRORS = (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv)
@@ -205,7 +206,18 @@ def make_gym(env_id: str, **kwargs) -> gym.Env:
   try:
     return gym.make(env_id, **kwargs)
   except _UNKNOWN_ID_ERRORS as error:
-    raise ValueError(_unknown_id_message(env_id, error)) from error
+    raise UserInputError(_unknown_id_message(env_id, error)) from error
+  except gym.error.DependencyNotInstalled as error:
+    raise _missing_dependency(env_id, error) from error
+
+
+def _missing_dependency(env_id: str, error: Exception) -> UserInputError:
+  """MuJoCo envs name our extra; others keep Gymnasium's own install hint."""
+  entry = str(getattr(gym.registry.get(env_id), "entry_point", "") or "")
+  if "mujoco" in entry:
+    return missing_extra(f"environment {env_id!r}", "mujoco", error)
+  return UserInputError(f"environment {env_id!r} needs a package that is not installed: "
+                        f"{error}")
 
 
 def _unknown_id_message(env_id: str, error: Exception) -> str:

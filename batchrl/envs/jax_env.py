@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError, missing_extra
+
 
 class EnvStep(NamedTuple):
   """Result of one batched step; every field has a leading ``[B]`` axis.
@@ -96,7 +98,7 @@ class GymnaxEnv:
       if env_id_or_env not in gymnax.registered_envs:
         close = difflib.get_close_matches(env_id_or_env, gymnax.registered_envs, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"Unknown gymnax environment id {env_id_or_env!r}.{hint} "
+        raise UserInputError(f"Unknown gymnax environment id {env_id_or_env!r}.{hint} "
                          f"Valid ids: {', '.join(sorted(gymnax.registered_envs))}.")
       env, default = gymnax.make(env_id_or_env)
     else:
@@ -154,7 +156,7 @@ class BraxEnv:
       try:
         from brax import envs as brax_envs
       except ImportError as e:
-        raise ImportError("BraxEnv needs brax: pip install 'batchrl[brax]'") from e
+        raise missing_extra("BraxEnv", "brax", e) from e
       env = brax_envs.get_environment(env_name_or_env, **kwargs)
     else:
       env = env_name_or_env

@@ -20,8 +20,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError
 
-class NetworkSpecError(ValueError):
+
+class NetworkSpecError(UserInputError):
   """A network spec that cannot be built; the message names the path, the key and what is valid."""
 
 

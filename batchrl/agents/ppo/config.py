@@ -49,9 +49,11 @@ class PPOConfig:
     batch_size: transitions per minibatch, or ``None`` for the whole rollout in one batch.
       Must divide ``rollout_length * num_envs`` (and be a multiple of ``chunk_length``
       for recurrent policies, whose minibatches are whole chunks).
-    chunk_length: recurrent policies only: the rollout of each environment is cut into
-      chunks of this many steps for truncated backpropagation through time, each chunk
-      starting from the carry the policy had while acting. ``None`` = ``rollout_length``.
+    chunk_length: the rollout of each environment is cut into chunks of this many steps,
+      and minibatches are made of whole chunks (the original's ``chunk_length``). Recurrent
+      policies backpropagate through each chunk (truncated BPTT), starting from the carry
+      the policy had while acting; ``None`` = ``rollout_length`` for them, single steps for
+      feed-forward policies.
 
   Optimization (one Adam on ``policy_loss + value_coef * value_loss - entropy_coef * H``):
     learning_rate: Adam step size.
@@ -163,10 +165,10 @@ class PPOConfig:
 
   @property
   def steps_chunk(self) -> int:
-    """Length of the sequences the update trains on (1 for feed-forward policies)."""
-    if self.recurrent is None:
-      return 1
-    return self.chunk_length or self.rollout_length
+    """Length of the sequences the update trains on (minibatches are whole sequences)."""
+    if self.chunk_length is not None:
+      return self.chunk_length
+    return 1 if self.recurrent is None else self.rollout_length
 
 
 def _check_keys(values: dict[str, Any]) -> None:
@@ -218,15 +220,12 @@ def _check_counts(c: PPOConfig) -> None:
     if value is not None and (not isinstance(value, int) or value < 1):
       raise ValueError(f"PPOConfig.{name} must be None or a positive int, got {value!r}.")
   if c.chunk_length is not None:
-    if c.recurrent is None:
-      raise ValueError("PPOConfig.chunk_length only applies to recurrent policies; set "
-                       "recurrent='gru' or 'lstm', or chunk_length=None.")
     if c.rollout_length % c.chunk_length:
       raise ValueError(f"PPOConfig.chunk_length ({c.chunk_length}) must divide "
                        f"rollout_length ({c.rollout_length}).")
   if c.batch_size is not None and c.batch_size % c.steps_chunk:
     raise ValueError(f"PPOConfig.batch_size ({c.batch_size}) must be a multiple of the "
-                     f"recurrent chunk length ({c.steps_chunk}).")
+                     f"chunk length ({c.steps_chunk}): minibatches are whole chunks.")
 
 
 def _check_ranges(c: PPOConfig) -> None:

@@ -1,0 +1,19 @@
+"""The one error type for mistakes in what a user gave us (a config key, an env id, a spec,
+a path), as opposed to bugs.
+
+Every such error derives from ``UserInputError`` (itself a ``ValueError``, so existing
+``except ValueError`` code keeps working). The command line catches it and prints one line
+with exit code 2; anything else is a genuine bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class UserInputError(ValueError):
+  """Something the user gave is wrong; the message says what, and what is valid."""
+
+
+def missing_extra(what: str, extra: str, error: BaseException | None = None) -> UserInputError:
+  """The error for an optional dependency that is not installed."""
+  cause = f" ({error})" if error else ""
+  return UserInputError(f"{what} needs an optional dependency that is not installed{cause}; "
+                        f"install it with: pip install \"batchrl[{extra}]\"")
