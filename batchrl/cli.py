@@ -1,10 +1,11 @@
-"""The ``batchrl`` command: ``train``, ``visualize`` and ``configs``.
+"""The ``batchrl`` command: ``train``, ``visualize``, ``configs``, ``run`` and ``plot``.
 
     batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
                   [--set key=value ...]
     batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
                       [--checkpoint PATH] [--allow-untrained]
     batchrl configs [NAME]
+    batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
                 [--load DIR] [--deterministic] [--log-every N] [--no-progress]
@@ -49,6 +50,14 @@ def _parser() -> argparse.ArgumentParser:
   configs = sub.add_parser("configs", help="list named configs, or show one")
   configs.add_argument("name", nargs="?")
   _add_run_parser(sub)
+  plot = sub.add_parser("plot", help="learning curves of runs (eval and train) into an image")
+  plot.add_argument("paths", nargs="+", metavar="RUN_OR_LOGDIR")
+  plot.add_argument("--x", choices=("steps", "time"), default="steps",
+                    help="x axis: environment steps or wall time (default steps)")
+  plot.add_argument("--metric", default="mean_score", help="metric to plot (default "
+                    "mean_score)")
+  plot.add_argument("--out", default="plot.png", help="image file to write (default "
+                    "plot.png)")
   return parser
 
 
@@ -86,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
       return _visualize(args)
     if args.command == "run":
       return _run(args)
+    if args.command == "plot":
+      return _plot(args)
     return _configs(args)
   except (UserInputError, CheckpointError, FileNotFoundError) as e:
     # A mistake in what the user gave: one line, no traceback. Anything else is a bug and
@@ -152,6 +163,13 @@ def _visualize(args) -> int:
   for episode in result["episodes"]:
     log.info("Episode %d: return %.2f, length %d -> %s", episode["index"], episode["return"],
              episode["length"], episode["video"])
+  return 0
+
+
+def _plot(args) -> int:
+  from batchrl import plot
+  path = plot.plot(args.paths, args.out, metric=args.metric, x=args.x)
+  print(f"Wrote {path}")
   return 0
 
 

@@ -1,0 +1,62 @@
+"""`batchrl plot`: curves read from metrics.jsonl, seeds as mean and band, clear errors."""
+import json
+
+import numpy as np
+import pytest
+
+from batchrl import plot
+from batchrl.cli import main
+from batchrl.errors import UserInputError
+
+
+def _write_run(path, records):
+  path.mkdir(parents=True)
+  with open(path / "metrics.jsonl", "w") as f:
+    for r in records:
+      f.write(json.dumps(r) + "\n")
+  return path
+
+
+def _seeded(step, phase, scores, t):
+  return {"step": step, "phase": phase, "wall_time": t, "mean_score": float(np.mean(scores)),
+          **{f"seed{i}/mean_score": s for i, s in enumerate(scores)}}
+
+
+def test_seeds_become_mean_and_band_and_resumed_steps_keep_the_last(tmp_path):
+  run = _write_run(tmp_path / "T-a", [
+      _seeded(100, "eval", [1.0, 3.0], 0.0),
+      _seeded(200, "eval", [2.0, 6.0], 60.0),
+      _seeded(200, "eval", [4.0, 8.0], 120.0),  # logged again after a resume
+      {"step": 100, "phase": "train", "wall_time": 30.0, "mean_score": 5.0},
+  ])
+  eval_curve, train_curve = plot.curves("a", plot.read_records(run), "mean_score", "steps")
+  assert eval_curve.phase == "eval" and list(eval_curve.x) == [100, 200]
+  np.testing.assert_allclose(eval_curve.mean, [2.0, 6.0])
+  np.testing.assert_allclose(eval_curve.low, [1.0, 4.0])
+  np.testing.assert_allclose(eval_curve.high, [3.0, 8.0])
+  np.testing.assert_allclose(train_curve.mean, [5.0])
+  timed = plot.curves("a", plot.read_records(run), "mean_score", "time")[0]
+  np.testing.assert_allclose(timed.x, [0.0, 2.0])  # minutes since the run's first record
+
+
+def test_command_draws_several_runs_from_a_logdir(tmp_path, capsys):
+  for name, offset in (("T0-x", 0.0), ("T1-x", 1.0)):
+    _write_run(tmp_path / "logs" / name, [
+        {"step": s, "phase": "eval", "wall_time": s / 10, "mean_score": s / 100 + offset}
+        for s in (100, 200, 300)])
+  out = tmp_path / "figs" / "curves.png"
+  assert main(["plot", str(tmp_path / "logs"), "--out", str(out)]) == 0
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+  assert str(out) in capsys.readouterr().out
+
+
+def test_errors_name_the_problem(tmp_path, capsys):
+  with pytest.raises(UserInputError, match="does not exist"):
+    plot.find_runs([str(tmp_path / "nothing")])
+  (tmp_path / "empty").mkdir()
+  assert main(["plot", str(tmp_path / "empty")]) == 2
+  assert "holds no run" in capsys.readouterr().err
+  run = _write_run(tmp_path / "r", [{"step": 1, "phase": "eval", "wall_time": 0.0,
+                                     "mean_score": 1.0}])
+  assert main(["plot", str(run), "--metric", "kl", "--out", str(tmp_path / "p.png")]) == 2
+  assert "logged 'kl'" in capsys.readouterr().err
