@@ -28,7 +28,8 @@ NETWORK_STATES = {
                                      position=dict(type="float", shape=(3,)),
                                      inventory=dict(type="int", shape=(4,), num_values=5)),
 }
-AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")
+AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")  # PPO's TensorForce keys
+OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json")
 
 
 def _config_files() -> list[str]:
@@ -36,7 +37,8 @@ def _config_files() -> list[str]:
 
 
 def test_every_config_is_listed_here():
-  assert _config_files() == sorted(set(NETWORK_STATES) | set(AGENT_CONFIGS))
+  assert _config_files() == sorted(set(NETWORK_STATES) | set(AGENT_CONFIGS)
+                                  | set(OTHER_AGENT_CONFIGS))
 
 
 @pytest.mark.parametrize("name", sorted(NETWORK_STATES))
@@ -61,6 +63,15 @@ def test_agent_configs_resolve_to_ppo_settings(name):
                   update_epochs=spec.get("epochs") or spec.get("optimization_steps"),
                   rollout_length=spec["batch_size"], batch_size=spec["optimizer_batch_size"])
   assert {key: getattr(config, key) for key in expected} == expected
+
+
+@pytest.mark.parametrize("name", OTHER_AGENT_CONFIGS)
+def test_run_takes_every_agent_type(name, tmp_path, capsys):
+  save = tmp_path / "agent"
+  assert main(["run", "CartPole-v1", "-a", os.path.join(CONFIGS, name), "-n", MLP2,
+               "--timesteps", "64", "--seed", "0", "--save", str(save), "--no-progress"]) == 0
+  assert MEAN_LINE.search(capsys.readouterr().out)
+  assert json.loads((save / "agent.json").read_text())["type"] == f"{name[:-5]}_agent"
 
 
 def test_run_trains_prints_the_mean_saves_and_loads(tmp_path, capsys):
@@ -119,7 +130,7 @@ SMALL_PPO = dict(batch_size=16, optimizer_batch_size=8, epochs=1)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", AGENT_CONFIGS)
+@pytest.mark.parametrize("name", AGENT_CONFIGS + OTHER_AGENT_CONFIGS)
 def test_agent_configs_run_on_cartpole(name):
   from batchrl import Agent, Runner
   agent = Agent.create(os.path.join(CONFIGS, name), environment="CartPole-v1", network=MLP2,

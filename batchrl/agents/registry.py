@@ -56,13 +56,29 @@ class AgentType:
 
 
 _REGISTRY: dict[str, AgentType] = {}
+# Agent families defined beside their models; each module has ``AGENT_TYPES``. Loaded on
+# first use, because those modules import this one.
+_FAMILIES = ("batchrl.agents.vpg.spec", "batchrl.agents.trpo.spec")
+_loaded = False
 
 
 def register(agent_type: AgentType) -> None:
   _REGISTRY[agent_type.name] = agent_type
 
 
+def _load_families() -> None:
+  global _loaded
+  if _loaded:
+    return
+  import importlib
+  for module in _FAMILIES:
+    for agent_type in importlib.import_module(module).AGENT_TYPES:
+      _REGISTRY.setdefault(agent_type.name, agent_type)
+  _loaded = True
+
+
 def names() -> list[str]:
+  _load_families()
   return sorted(_REGISTRY)
 
 
@@ -70,6 +86,7 @@ def get(name: str) -> AgentType:
   """The agent type called ``name`` (TensorForce's ``ppo_agent`` spelling also works)."""
   if not isinstance(name, str):
     raise ConfigError(f"agent type must be a string, one of {names()}, got {name!r}.")
+  _load_families()
   key = name[:-len("_agent")] if name.endswith("_agent") else name
   key = key.lower()
   if key not in _REGISTRY:

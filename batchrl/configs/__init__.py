@@ -247,15 +247,13 @@ _register_all()
 
 # Agent families with their own named configs: each module has ``register(registry,
 # register_model)``.
-_FAMILIES = ("batchrl.configs.pg", "batchrl.configs.value_based")
+_FAMILIES = ("batchrl.configs.pg",)
 
 
 def _register_families() -> None:
   import importlib
-  import importlib.util
   for module in _FAMILIES:
-    if importlib.util.find_spec(module) is not None:  # TODO(lead): plain import once all land
-      importlib.import_module(module).register(REGISTRY, register_model)
+    importlib.import_module(module).register(REGISTRY, register_model)
 
 
 _register_families()

@@ -1,0 +1,621 @@
+"""What the batch policy-gradient agents (VPG, TRPO) share: networks with TensorForce's
+baselines, the rollout, acting and storing, the returns/advantages of a batch, baseline
+training, and the TensorForce keys of the object API. Their config classes live in
+``batchrl.configs.pg`` (``PGConfig`` holds the shared fields).
+
+Shapes: ``B`` envs, ``T = config.rollout_length``, ``D`` flattened observation size.
+
+Baselines (``baseline_mode``), as TensorForce had them:
+
+* ``'none'``: advantages are the (discounted or GAE) returns themselves.
+* ``'states'``: a separate value network ``V(s)`` (``baseline_network``: ``'mlp'``,
+  ``'linear'``, ``'cnn'``, ``'auto'`` or any JSON network spec) with its own Adam optimizer
+  run ``baseline_steps`` passes over each batch.
+* ``'network'``: a value head on the policy's own torso (shared features), trained with the
+  policy (VPG only: TRPO's trust region would not hold if a value loss moved the policy).
+
+Layouts (``batchrl.agents.spaces``): 'flat' (Box observations, an MLP of ``policy_layers``)
+or 'tree' (any spaces, the torso built from the JSON ``network``; masks go to the heads).
+Both use the action heads of ``batchrl.networks.heads``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl.agents import spaces
+from batchrl.agents.core import Transition
+from batchrl.agents.ppo.networks import MLP, reset_carry
+from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.configs.base import ConfigError
+from batchrl.configs.pg import BASELINE_MODES, BASELINE_NAMES, PGConfig
+from batchrl.networks.heads import ActionHeads, action_specs_from_space
+from batchrl.networks.layered import build_network, input_specs_from_space
+from batchrl.networks.layers import NetworkSpecError
+from batchrl.ops.returns import discounted_returns, generalized_advantages
+from batchrl.ops.running_stats import RunningStats
+from batchrl.specs import EnvSpec
+
+# TensorForce's Nature-DQN visual network, the torso of the 'cnn' baseline.
+CNN_SPEC = [{"type": "conv2d", "size": 32, "window": 8, "stride": 4, "activation": "relu"},
+            {"type": "conv2d", "size": 64, "window": 4, "stride": 2, "activation": "relu"},
+            {"type": "conv2d", "size": 64, "window": 3, "stride": 1, "activation": "relu"},
+            {"type": "flatten"}, {"type": "dense", "size": 512, "activation": "relu"}]
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+class MLPTorso(nn.Module):
+  """The flat layout's torso: ``(carry, obs[..., D]) -> (carry, features)``."""
+
+  layers: tuple[int, ...]
+  activation: str
+
+  @nn.compact
+  def __call__(self, carry, obs):
+    return carry, MLP(self.layers, self.activation)(obs)
+
+
+class PolicyNet(nn.Module):
+  """``(carry, inputs, masks) -> (carry, dist, value)``; ``value`` is a linear head on the
+  torso's features (baseline_mode 'network') or None."""
+
+  torso: nn.Module
+  heads: nn.Module
+  value_head: bool
+
+  @nn.compact
+  def __call__(self, carry, inputs, masks):
+    carry, features = self.torso(carry, inputs)
+    dist = self.heads(features, masks)
+    value = nn.Dense(1, name="value_head")(features)[..., 0] if self.value_head else None
+    return carry, dist, value
+
+
+class ValueNet(nn.Module):
+  """The 'states' baseline: a feed-forward torso and a linear output, ``-> [...]``."""
+
+  torso: nn.Module
+
+  @nn.compact
+  def __call__(self, inputs):
+    _, features = self.torso((), inputs)
+    return nn.Dense(1)(features)[..., 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class PGNetworks:
+  """Pure functions over the ``{"policy", "baseline"}`` parameters.
+
+  Attributes:
+    init: ``key -> params`` (``"baseline"`` only with baseline_mode 'states').
+    policy: ``(policy_params, carry, obs[B, ...]) -> (carry, dist[B], value[B] | None)``.
+    baseline: ``(baseline_params, obs[..., ...]) -> [...]`` ('states'), else None.
+    initial_carry: ``batch -> carry`` (``()`` when feed-forward).
+    recurrent: whether the policy keeps a carry.
+  """
+
+  init: Callable[[jax.Array], dict]
+  policy: Callable[..., tuple[Any, Any, Any]]
+  baseline: Callable[..., jax.Array] | None
+  initial_carry: Callable[[int], Any]
+  recurrent: bool
+
+  def unroll(self, params, carry, obs, reset):
+    """The policy over ``obs[T, B, ...]`` from ``carry[B]``, zeroing carries where
+    ``reset[T, B]``; returns ``(dist[T, B], value[T, B] | None)``."""
+    if not self.recurrent:
+      return self.policy(params, (), obs)[1:]
+
+    def step(carry, inputs):
+      obs_t, reset_t = inputs
+      carry, dist, value = self.policy(params, reset_carry(carry, reset_t), obs_t)
+      return carry, (dist, value)
+
+    return jax.lax.scan(step, carry, (obs, reset))[1]
+
+
+def layout(config: PGConfig, spec: EnvSpec) -> str:
+  """The ``policy_layers`` MLP for a Box state and one Discrete or 1-D Box action without a
+  network spec ('flat'); else a network spec ('tree', ``'auto'`` when none is given)."""
+  action = spec.action_space
+  simple_action = isinstance(action, gym.spaces.Discrete) or (
+      isinstance(action, gym.spaces.Box) and len(action.shape) == 1)
+  if (config.network is None and isinstance(spec.observation_space, gym.spaces.Box)
+      and simple_action):
+    return "flat"
+  return "tree"
+
+
+def make_networks(config: PGConfig, info: SpaceInfo) -> PGNetworks:
+  """Policy (with a value head for baseline_mode 'network') and the 'states' baseline."""
+  heads = ActionHeads(action_specs_from_space(info.action_space),
+                      float_distribution=config.float_distribution,
+                      init_output_factor=config.init_output_factor, init_std=config.init_std,
+                      bounded_mean=config.bounded_mean)
+  if info.layout == "flat":
+    torso, initial_carry, recurrent = (MLPTorso(config.policy_layers, config.activation),
+                                       lambda batch: (), False)
+  else:
+    spec = json.loads(config.network) if config.network is not None else "auto"
+    built = build_network(spec, input_specs_from_space(info.network_space))
+    torso, initial_carry, recurrent = built.module, built.initial_carry, built.recurrent
+  policy = PolicyNet(torso, heads, config.baseline_mode == "network")
+  baseline = (ValueNet(baseline_torso(config, info)) if config.baseline_mode == "states"
+              else None)
+
+  def init(key):
+    policy_key, baseline_key = jax.random.split(key)
+    obs = spaces.zero_obs(info, (1,))
+    inputs, masks = spaces.split_masks(info, obs)
+    masks = jax.tree.map(jnp.logical_not, masks)  # all allowed
+    params = {"policy": policy.init(policy_key, initial_carry(1), inputs, masks)["params"]}
+    if baseline is not None:
+      params["baseline"] = baseline.init(baseline_key, baseline_inputs(config, info,
+                                                                       obs))["params"]
+    return params
+
+  def apply_policy(params, carry, obs):
+    inputs, masks = spaces.split_masks(info, obs)
+    return policy.apply({"params": params}, carry, inputs, masks)
+
+  def apply_baseline(params, obs):
+    return baseline.apply({"params": params}, baseline_inputs(config, info, obs))
+
+  return PGNetworks(init, apply_policy, apply_baseline if baseline is not None else None,
+                    initial_carry, recurrent)
+
+
+def _vector_baseline(config: PGConfig) -> bool:
+  return config.baseline_network in ("mlp", "linear")
+
+
+def baseline_torso(config: PGConfig, info: SpaceInfo) -> nn.Module:
+  """The 'states' baseline torso; a spec that does not fit the states is a ConfigError."""
+  if _vector_baseline(config):
+    layers = config.baseline_layers if config.baseline_network == "mlp" else ()
+    return MLPTorso(layers, config.activation)
+  name = config.baseline_network
+  spec = {"cnn": CNN_SPEC, "auto": "auto"}.get(name)
+  spec = json.loads(name) if spec is None else spec
+  space = info.observation_space if info.layout == "flat" else info.network_space
+  try:
+    built = build_network(spec, input_specs_from_space(space))
+  except NetworkSpecError as e:
+    shown = name if name in BASELINE_NAMES else "the given spec"
+    raise ConfigError(f"baseline_network ({shown}) does not fit the states {space}: {e}"
+                      ) from None
+  if built.recurrent:
+    raise ConfigError("baseline_network must be feed-forward: the 'states' baseline sees "
+                      "single states; leave lstm/gru layers out of it.")
+  return built.module
+
+
+def baseline_inputs(config: PGConfig, info: SpaceInfo, obs):
+  """What the 'states' baseline sees of ``obs[..., ...]``: one flat vector per state for
+  'mlp'/'linear' (every state flattened and concatenated), else the states as they are
+  (the flat layout's vector reshaped back to the observation's shape)."""
+  if info.layout == "flat":
+    if _vector_baseline(config):
+      return obs
+    lead = obs.shape[:-1]
+    return jnp.reshape(obs, lead + info.observation_shape)
+  inputs, _ = spaces.split_masks(info, obs)
+  if not _vector_baseline(config):
+    return inputs
+  space = info.network_space
+  leaves = (dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {None: space})
+  parts = []
+  for name, leaf_space in sorted(leaves.items(), key=lambda kv: str(kv[0])):
+    x = inputs if name is None else inputs[name]
+    rank = len(leaf_space.shape)
+    lead = x.shape[:x.ndim - rank]
+    parts.append(jnp.reshape(jnp.asarray(x, jnp.float32), lead + (math.prod(
+        leaf_space.shape),)))
+  return jnp.concatenate(parts, axis=-1)
+
+
+# ----------------------------------------------------------------------------- state
+
+
+class Rollout(NamedTuple):
+  """Raw experience of one batch, ``[T, B, ...]``."""
+
+  obs: Any  # [T, B, D] (flat) or a pytree of [T, B, ...] states
+  raw_action: Any  # the policy's sample (or the explored action the facade hands back)
+  reward: jax.Array  # [T, B]
+  terminated: jax.Array  # [T, B] bool
+  truncated: jax.Array  # [T, B] bool
+  next_obs: Any  # [T, B, ...] the observation each step led to (final one at episode ends)
+
+
+class PGState(NamedTuple):
+  """Everything VPG / TRPO learn and remember; a pytree (checkpointable, vmappable)."""
+
+  params: dict  # {"policy"[, "baseline"]}
+  opt_state: Any  # the policy optimizer (VPG) or () (TRPO: natural gradient steps)
+  baseline_opt_state: Any  # Adam of the 'states' baseline, () otherwise
+  obs_stats: Any  # RunningStats of raw float observations
+  reward_stats: RunningStats  # of raw per-step rewards []
+  rollout: Rollout
+  rollout_carry: Any  # [B, ...] policy carry the rollout started from
+  carry: Any  # [B, ...] policy carry to act from next (() when feed-forward)
+  step: jax.Array  # [] int32 transitions stored in the current rollout
+  num_updates: jax.Array  # [] int32
+  num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
+  key: jax.Array  # baseline minibatch shuffling
+  info: SpaceInfo
+
+
+def baseline_optimizer(config: PGConfig) -> optax.GradientTransformation:
+  return optax.adam(config.baseline_learning_rate, eps=1e-5)
+
+
+def check_batch(config: PGConfig, info: SpaceInfo, name: str) -> None:
+  """The baseline minibatches must divide the batch of ``rollout_length * num_envs``."""
+  total = config.rollout_length * info.num_envs
+  if total % config.baseline_minibatches:
+    raise ConfigError(f"{name}.baseline_minibatches ({config.baseline_minibatches}) must "
+                      f"divide the batch of rollout_length * num_envs = "
+                      f"{config.rollout_length} * {info.num_envs} = {total} timesteps.")
+
+
+def init_state(config: PGConfig, key: jax.Array, spec: EnvSpec, name: str,
+               policy_optimizer: optax.GradientTransformation | None) -> PGState:
+  """Fresh parameters, optimizers, normalizers, an empty rollout and zero carries."""
+  info = space_info(spec, layout(config, spec))
+  check_batch(config, info, name)
+  nets = make_networks(config, info)
+  if nets.recurrent and config.baseline_mode == "network":
+    raise ConfigError(f"{name}.baseline_mode='network' needs a feed-forward policy network; "
+                      "with lstm/gru layers use baseline_mode='states'.")
+  params_key, state_key = jax.random.split(key)
+  params = nets.init(params_key)
+  opt_state = () if policy_optimizer is None else policy_optimizer.init(params["policy"])
+  baseline_opt = (baseline_optimizer(config).init(params["baseline"])
+                  if "baseline" in params else ())
+  steps, envs = config.rollout_length, info.num_envs
+  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
+  zero_obs = spaces.zero_obs(info, (envs,))
+  flags = jnp.zeros((steps, envs), jnp.bool_)
+  rollout = Rollout(jax.tree.map(per_step, zero_obs),
+                    spaces.zero_raw_action(info, (steps, envs)),
+                    jnp.zeros((steps, envs), jnp.float32), flags, flags,
+                    jax.tree.map(per_step, zero_obs))
+  carry = nets.initial_carry(envs)
+  zero = jnp.int32(0)
+  return PGState(params, opt_state, baseline_opt, spaces.obs_stats_init(info),
+                 RunningStats.create(()), rollout, carry, carry, zero, zero, zero, state_key,
+                 info)
+
+
+# ----------------------------------------------------------------------------- act, store
+
+
+def normalize_obs(config: PGConfig, state: PGState, obs):
+  if not config.normalize_observations:
+    return obs
+  return spaces.normalize_obs_tree(state.obs_stats, obs, config.observation_clip,
+                                   config.normalizer_epsilon)
+
+
+def scale_rewards(config: PGConfig, state: PGState, rewards: jax.Array) -> jax.Array:
+  if not config.scale_rewards:
+    return rewards
+  return state.reward_stats.normalize(rewards, center=False, clip=config.reward_clip,
+                                      epsilon=config.normalizer_epsilon)
+
+
+def act(config: PGConfig, state: PGState, obs, key: jax.Array, deterministic: bool = False):
+  """``obs[B, ...] -> (action[B, ...], extras)``; extras: the raw sample and next carry."""
+  nets = make_networks(config, state.info)
+  inputs = normalize_obs(config, state, spaces.float_obs(state.info, obs))
+  carry, dist, _ = nets.policy(state.params["policy"], state.carry, inputs)
+  raw_action = dist.mode() if deterministic else dist.sample(key)
+  action = spaces.env_action(state.info, raw_action, rescale=config.rescale_actions,
+                             clip=config.clip_actions)
+  return action, {"raw_action": raw_action, "carry": carry}
+
+
+def store(config: PGConfig, state: PGState, transition: Transition) -> PGState:
+  """Writes one ``[B]`` transition at ``state.step``; updates the normalizers."""
+  info = state.info
+  obs = spaces.float_obs(info, transition.obs)
+  row = Rollout(obs, transition.extras["raw_action"],
+                jnp.asarray(transition.reward, jnp.float32),
+                jnp.asarray(transition.terminated, jnp.bool_),
+                jnp.asarray(transition.truncated, jnp.bool_),
+                spaces.float_obs(info, transition.next_obs))
+  index = state.step % config.rollout_length
+  rollout = jax.tree.map(
+      lambda column, x: jax.lax.dynamic_update_index_in_dim(column, x.astype(column.dtype),
+                                                            index, 0),
+      state.rollout, row)
+  start = jax.tree.map(lambda kept, c: jnp.where(index == 0, c, kept), state.rollout_carry,
+                       state.carry)
+  state = track(config, state, transition)
+  return state._replace(
+      rollout=rollout, rollout_carry=start, step=state.step + 1,
+      num_steps=state.num_steps + info.num_envs,
+      obs_stats=spaces.obs_stats_update(state.obs_stats, obs),
+      reward_stats=state.reward_stats.update(row.reward))
+
+
+def track(config: PGConfig, state: PGState, transition: Transition) -> PGState:
+  """Advances the policy carry; zeroes it for envs whose episode ended."""
+  del config
+  return state._replace(carry=reset_carry(transition.extras["carry"], transition.done))
+
+
+# ----------------------------------------------------------------------------- the batch
+
+
+class Batch(NamedTuple):
+  """A rollout prepared for learning, ``[T, B]``."""
+
+  obs: Any  # normalized observations [T, B, ...]
+  raw_action: Any  # [T, B, ...]
+  advantages: jax.Array  # [T, B] (standardized with normalize_rewards)
+  targets: jax.Array  # [T, B] what the baseline regresses to
+  values: jax.Array  # [T, B] baseline before the update (0 for 'none')
+  reset: jax.Array  # [T, B] the carry is zeroed before this step
+  carry: Any  # [B, ...] the carry of step 0
+
+
+def standardize(x: jax.Array, epsilon: float = 1e-8) -> jax.Array:
+  """``(x - mean) / std`` over all elements of ``x``."""
+  return (x - jnp.mean(x)) / (jnp.std(x) + epsilon)
+
+
+def state_values(config: PGConfig, nets: PGNetworks, params: dict, obs) -> jax.Array:
+  """Baseline values ``[...]`` of normalized observations (feed-forward; 0 for 'none')."""
+  if config.baseline_mode == "states":
+    return nets.baseline(params["baseline"], obs)
+  if config.baseline_mode == "network":
+    return nets.policy(params["policy"], (), obs)[2]
+  lead = jax.tree.leaves(obs)[0].shape
+  return jnp.zeros(lead[:2], jnp.float32)
+
+
+def prepare(config: PGConfig, nets: PGNetworks, state: PGState) -> Batch:
+  """Normalized ``[T, B]`` data: values before the update, returns, advantages."""
+  r = state.rollout
+  obs = normalize_obs(config, state, r.obs)
+  next_obs = normalize_obs(config, state, r.next_obs)
+  rewards = scale_rewards(config, state, r.reward)
+  values = state_values(config, nets, state.params, obs)
+  next_values = state_values(config, nets, state.params, next_obs)
+  targets = discounted_returns(rewards, r.terminated, r.truncated, next_values,
+                               config.discount)
+  if config.gae_lambda is None:
+    advantages = targets - values
+  else:
+    advantages = generalized_advantages(rewards, values, next_values, r.terminated,
+                                        r.truncated, config.discount, config.gae_lambda)
+    if config.value_target == "lambda_return":
+      targets = advantages + values
+  if config.normalize_rewards:
+    advantages = standardize(advantages)
+  done = jnp.logical_or(r.terminated, r.truncated)
+  reset = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
+  stop = jax.lax.stop_gradient
+  return Batch(obs, r.raw_action, stop(advantages), stop(targets), stop(values), reset,
+               state.rollout_carry)
+
+
+def train_baseline(config: PGConfig, nets: PGNetworks, params, opt_state, obs,
+                   targets: jax.Array, key: jax.Array):
+  """``baseline_steps`` shuffled passes of ``baseline_minibatches`` Adam steps on
+  ``0.5 * mean((V(s) - target)^2)``; ``obs``/``targets`` ``[T, B, ...]``.
+
+  Returns the new baseline params, optimizer state and the mean loss over the steps.
+  """
+  optimizer = baseline_optimizer(config)
+  flat = jax.tree.map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), (obs, targets))
+  size = targets.size
+  parts = config.baseline_minibatches
+  grad_fn = jax.value_and_grad(
+      lambda p, batch: 0.5 * jnp.mean(jnp.square(nets.baseline(p, batch[0]) - batch[1])))
+
+  def minibatch(carry, batch):
+    params, opt_state = carry
+    loss, grads = grad_fn(params, batch)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), loss
+
+  def epoch(carry, epoch_key):
+    order = jax.random.permutation(epoch_key, size) if parts > 1 else jnp.arange(size)
+    split = lambda x: x[order].reshape((parts, size // parts) + x.shape[1:])  # noqa: E731
+    return jax.lax.scan(minibatch, carry, jax.tree.map(split, flat))
+
+  keys = jax.random.split(key, config.baseline_steps)
+  (params, opt_state), losses = jax.lax.scan(epoch, (params, opt_state), keys)
+  return params, opt_state, jnp.mean(losses)
+
+
+def batch_metrics(batch: Batch) -> dict:
+  return {"value_mean": jnp.mean(batch.values), "return_mean": jnp.mean(batch.targets)}
+
+
+def summarize(config: PGConfig, state: PGState) -> dict:
+  """TensorBoard material: normalizer statistics and the last rollout's actions."""
+  obs_mean, obs_std = spaces.obs_stats_mean_std(state.obs_stats, config.normalizer_epsilon)
+  scalars = {"normalizer/observ_mean": obs_mean, "normalizer/observ_std": obs_std,
+             "normalizer/reward_std": jnp.mean(state.reward_stats.std(
+                 config.normalizer_epsilon))}
+  actions = state.rollout.raw_action
+  histograms = ({f"action/{k}": v for k, v in actions.items()} if isinstance(actions, dict)
+                else {"action": actions})
+  return {"scalars": scalars, "histograms": histograms}
+
+
+# ----------------------------------------------------------------------------- object API
+# TensorForce keys shared by VPG and TRPO (``batchrl.agents.vpg.spec``, ``trpo.spec``).
+
+TF_KEYS = ("batch_size", "keep_last", "baseline", "baseline_mode", "baseline_optimizer",
+           "gae_rewards", "entropy_regularization")
+# Object-API defaults: GAE(0.97) with a 'states' MLP baseline (TensorForce's default was no
+# baseline; give baseline_mode=None for that).
+API_DEFAULTS = dict(discount=0.99, gae_lambda=0.97, value_target="lambda_return")
+API_BATCH_DEFAULT = 1024  # timesteps per update
+
+
+def own_keys(config_class: type) -> set[str]:
+  """The config fields the object API accepts as keys (the network comes from ``network=``)."""
+  return {f.name for f in dataclasses.fields(config_class)} - {"network", "policy_layers"}
+
+
+def shared_tf_keys(kwargs: dict, values: dict, num_streams: int) -> None:
+  """Pops the shared TensorForce keys from ``kwargs`` into config ``values``."""
+  batch = kwargs.pop("batch_size", API_BATCH_DEFAULT)
+  kwargs.pop("keep_last", None)  # our rollouts always keep it (see the spec modules)
+  if "rollout_length" not in kwargs:
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1 or (
+        batch % num_streams):
+      raise ConfigError(f"batch_size ({batch!r} timesteps per update) must be a positive "
+                        f"multiple of parallel_interactions ({num_streams}): each stream "
+                        "contributes batch_size / parallel_interactions timesteps.")
+    values["rollout_length"] = batch // num_streams
+  if "entropy_regularization" in kwargs:
+    if "entropy_coef" in kwargs:
+      raise ConfigError("entropy_regularization and entropy_coef mean the same thing; "
+                        "give one of them.")
+    values["entropy_coef"] = kwargs.pop("entropy_regularization")
+  _gae_keys(kwargs, values)
+  _baseline_keys(kwargs, values)
+  if "baseline_optimizer" in kwargs:
+    values.update(_baseline_optimizer(kwargs.pop("baseline_optimizer")))
+
+
+def _gae_keys(kwargs: dict, values: dict) -> None:
+  """``gae_rewards`` (0.3: on/off) and ``gae_lambda`` (alone: on, later versions)."""
+  if "gae_rewards" not in kwargs:
+    return
+  gae = kwargs.pop("gae_rewards")
+  if not isinstance(gae, bool):
+    raise ConfigError(f"gae_rewards must be true or false, got {gae!r}.")
+  if not gae:
+    if kwargs.get("gae_lambda") is not None:
+      raise ConfigError("gae_lambda is given but gae_rewards is false; drop one of them.")
+    kwargs.pop("gae_lambda", None)
+    values["gae_lambda"] = None
+    if values.get("value_target") == "lambda_return":
+      values["value_target"] = "return"
+
+
+def _baseline_keys(kwargs: dict, values: dict) -> None:
+  """``baseline`` (a name, a spec dict or a network spec) and ``baseline_mode``."""
+  given_mode = "baseline_mode" in kwargs
+  mode = kwargs.pop("baseline_mode", None)
+  if given_mode:
+    if mode is None:
+      mode = "none"
+    if mode not in BASELINE_MODES:
+      raise ConfigError(f"baseline_mode must be None, 'states' or 'network', got {mode!r}.")
+    values["baseline_mode"] = mode
+  if "baseline" not in kwargs:
+    return
+  baseline = kwargs.pop("baseline")
+  if baseline is None:
+    if not given_mode:
+      values["baseline_mode"] = "none"
+    return
+  if not given_mode:
+    values["baseline_mode"] = "states"  # TensorForce 0.3: a baseline is its own network
+  values.update(_baseline_spec(baseline))
+
+
+def _baseline_spec(baseline) -> dict:
+  """``'mlp'``, ``{'type': 'mlp', 'sizes': [..]}``, ``'linear'``, ``'cnn'`` (optionally with
+  ``conv_sizes`` / ``dense_sizes``), ``'auto'``, ``{'type': 'network', 'network': spec}`` or a
+  network spec (a layer list or a branches dict) -> config values."""
+  if isinstance(baseline, str):
+    if baseline not in BASELINE_NAMES:
+      raise ConfigError(f"baseline must be one of {BASELINE_NAMES}, a dict such as "
+                        f"{{'type': 'mlp', 'sizes': [32, 32]}} or a network spec; got "
+                        f"{baseline!r}.")
+    return {"baseline_network": baseline}
+  if isinstance(baseline, list) or (isinstance(baseline, dict) and "branches" in baseline):
+    return {"baseline_network": json.dumps(baseline)}
+  if not isinstance(baseline, dict) or "type" not in baseline:
+    raise ConfigError(f"baseline must be a name, a dict with 'type' or a network spec, got "
+                      f"{baseline!r}.")
+  kind, options = baseline["type"], {k: v for k, v in baseline.items() if k != "type"}
+  allowed = {"mlp": {"sizes"}, "linear": set(), "cnn": {"conv_sizes", "dense_sizes"},
+             "auto": set(), "network": {"network"}}
+  if kind not in allowed:
+    raise ConfigError(f"baseline type must be one of {sorted(allowed)}, got {kind!r}.")
+  unknown = set(options) - allowed[kind]
+  if unknown:
+    raise ConfigError(f"unknown keys {sorted(unknown)} in the {kind!r} baseline; valid: "
+                      f"{sorted(allowed[kind]) or 'none'}.")
+  if kind == "mlp":
+    return {"baseline_network": "mlp",
+            **({"baseline_layers": tuple(options["sizes"])} if "sizes" in options else {})}
+  if kind == "network":
+    return {"baseline_network": json.dumps(options.get("network", "auto"))}
+  if kind == "cnn" and options:
+    layers = [{"type": "conv2d", "size": int(s), "window": 3, "activation": "relu"}
+              for s in options.get("conv_sizes", (32, 32))]
+    layers.append({"type": "flatten"})
+    layers += [{"type": "dense", "size": int(s), "activation": "relu"}
+               for s in options.get("dense_sizes", (32,))]
+    return {"baseline_network": json.dumps(layers)}
+  return {"baseline_network": kind}
+
+
+def _baseline_optimizer(spec) -> dict:
+  """``{'type': 'adam', 'learning_rate': x}`` or ``{'type': 'multi_step', 'optimizer':
+  {...adam...}, 'num_steps': n}`` -> baseline_learning_rate (and baseline_steps)."""
+  values = {}
+  if isinstance(spec, dict) and spec.get("type") == "multi_step":
+    unknown = set(spec) - {"type", "optimizer", "num_steps"}
+    if unknown:
+      raise ConfigError(f"unknown baseline_optimizer keys {sorted(unknown)}; valid: type, "
+                        "optimizer, num_steps.")
+    if "num_steps" in spec:
+      values["baseline_steps"] = spec["num_steps"]
+    spec = spec.get("optimizer", {"type": "adam"})
+  rate = adam_learning_rate(spec, "baseline_optimizer")
+  if rate is not None:
+    values["baseline_learning_rate"] = rate
+  return values
+
+
+def adam_learning_rate(spec, key: str):
+  """``'adam'`` or ``{'type': 'adam', 'learning_rate': x}`` -> x (None when not given)."""
+  if spec == "adam":
+    return None
+  if not isinstance(spec, dict) or spec.get("type", "adam") != "adam":
+    raise ConfigError(f"{key} must be 'adam' or {{'type': 'adam', 'learning_rate': x}} "
+                      f"(optionally inside {{'type': 'multi_step', ...}} for a baseline), "
+                      f"got {spec!r}.")
+  unknown = set(spec) - {"type", "learning_rate"}
+  if unknown:
+    raise ConfigError(f"unknown {key} keys {sorted(unknown)}; valid: type, learning_rate.")
+  return spec.get("learning_rate")
+
+
+def build_config(config_class: type, kwargs: dict, values: dict, network) -> Any:
+  """``config_class(**values, **kwargs)`` with the JSON network; errors as ConfigError."""
+  for key in kwargs:
+    if key in values and key in ("baseline_learning_rate", "baseline_steps", "learning_rate",
+                                 "max_kl_divergence") and values[key] != kwargs[key]:
+      raise ConfigError(f"{key} is given twice with different values (directly and in an "
+                        "optimizer dict); give it once.")
+  merged = {**values, **kwargs, "network": json.dumps(network)}
+  try:
+    return config_class(**merged)
+  except ConfigError:
+    raise
+  except (TypeError, ValueError) as e:
+    raise ConfigError(f"invalid {config_class.__name__} setting: {e}") from None

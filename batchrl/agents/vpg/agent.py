@@ -1,0 +1,101 @@
+"""VPG (REINFORCE, Williams 1992 / Sutton et al. 1999) as a ``Model``: pure functions over
+one state pytree (``pg_common.PGState``).
+
+  act     normalize obs -> policy step (carry) -> sample (or mode) -> rescale/clip for the env
+  store   write the transition into the ``[T, B]`` rollout; update the normalizers
+  update  values of the baseline before the update -> discounted returns or GAE advantages
+          (standardized with normalize_rewards) -> ONE Adam step on
+          ``-mean(log pi(a|s) * A) - entropy_coef * H`` over the whole batch (plus the value
+          head's loss with baseline_mode 'network') -> ``baseline_steps`` passes of the
+          'states' baseline's own Adam
+
+``period = rollout_length``; a batch is ``rollout_length * num_envs`` timesteps.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl.agents import pg_common
+from batchrl.agents.core import Model
+from batchrl.agents.pg_common import Batch, PGNetworks, PGState
+from batchrl.agents.vpg import losses
+from batchrl.agents.vpg.config import VPGConfig
+from batchrl.specs import EnvSpec
+
+
+def make_vpg(config: VPGConfig | None = None) -> Model:
+  """VPG as a ``Model``; ``period = config.rollout_length``."""
+  config = VPGConfig() if config is None else config
+  if not isinstance(config, VPGConfig):
+    raise TypeError(f"make_vpg takes a VPGConfig, got {type(config).__name__}.")
+  return Model(
+      init=lambda key, spec: init(config, key, spec),
+      act=lambda state, obs, key, deterministic=False: pg_common.act(
+          config, state, obs, key, deterministic),
+      store=lambda state, transition: pg_common.store(config, state, transition),
+      update=lambda state: update(config, state),
+      ready=lambda state: state.step >= config.rollout_length,
+      track=lambda state, transition: pg_common.track(config, state, transition),
+      period=config.rollout_length,
+      name="vpg",
+      summarize=lambda state: pg_common.summarize(config, state))
+
+
+def optimizer(config: VPGConfig) -> optax.GradientTransformation:
+  """Adam on the policy (and the shared value head), optionally clipped and annealed."""
+  learning_rate = (optax.constant_schedule(config.learning_rate)
+                   if config.total_updates is None else
+                   optax.linear_schedule(config.learning_rate, 0.0, config.total_updates))
+  clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
+          if config.max_grad_norm is not None else [])
+  return optax.chain(*clip, optax.adam(learning_rate, eps=config.adam_epsilon))
+
+
+def init(config: VPGConfig, key: jax.Array, spec: EnvSpec) -> PGState:
+  return pg_common.init_state(config, key, spec, "VPGConfig", optimizer(config))
+
+
+def policy_gradient(config: VPGConfig, nets: PGNetworks, policy_params, batch: Batch):
+  """Gradient of the VPG loss w.r.t. the policy parameters on a ``[T, B]`` batch, and the
+  loss's metrics. Minus the policy part is the REINFORCE estimate
+  ``mean_t,b(grad log pi(a|s) * A)``."""
+
+  def loss_fn(params):
+    dist, values = nets.unroll(params, batch.carry, batch.obs, batch.reset)
+    return losses.vpg_loss(dist, batch.raw_action, batch.advantages, values, batch.targets,
+                           config.entropy_coef, config.baseline_coef)
+
+  (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(policy_params)
+  return grads, metrics
+
+
+def update(config: VPGConfig, state: PGState) -> tuple[PGState, dict]:
+  """One policy step on the stored batch, then the baseline's steps; the rollout empties."""
+  nets = pg_common.make_networks(config, state.info)
+  batch = pg_common.prepare(config, nets, state)
+  params = dict(state.params)
+  grads, metrics = policy_gradient(config, nets, params["policy"], batch)
+  updates, opt_state = optimizer(config).update(grads, state.opt_state, params["policy"])
+  params["policy"] = optax.apply_updates(params["policy"], updates)
+  key, baseline_key = jax.random.split(state.key)
+  baseline_opt = state.baseline_opt_state
+  if config.baseline_mode == "states":
+    params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_common.train_baseline(
+        config, nets, params["baseline"], baseline_opt, batch.obs, batch.targets,
+        baseline_key)
+  elif config.baseline_mode == "none":
+    metrics["baseline_loss"] = jnp.float32(0.0)
+  metrics.update(pg_common.batch_metrics(batch), grad_norm=optax.tree.norm(grads),
+                 learning_rate=_learning_rate(config, state.num_updates))
+  state = state._replace(params=params, opt_state=opt_state, baseline_opt_state=baseline_opt,
+                         key=key, step=jnp.int32(0), num_updates=state.num_updates + 1)
+  return state, metrics
+
+
+def _learning_rate(config: VPGConfig, num_updates: jax.Array) -> jax.Array:
+  if config.total_updates is None:
+    return jnp.float32(config.learning_rate)
+  fraction = 1.0 - jnp.minimum(num_updates, config.total_updates) / config.total_updates
+  return jnp.float32(config.learning_rate) * fraction
