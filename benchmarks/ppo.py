@@ -1,36 +1,87 @@
-"""PPO benchmark (not a test): wall time, throughput and returns against peer figures.
+"""PPO benchmark (not a test): batchrl and its peers timed side by side in one run.
 
-    python benchmarks/ppo.py                       # fused CartPole + host Pendulum
-    python benchmarks/ppo.py --only cheetah        # HalfCheetah-v5, 1M steps (minutes)
-    python benchmarks/ppo.py --only gpu --envs 2048  # fused CartPole throughput (GPU)
+    python benchmarks/ppo.py                          # cartpole + pendulum, peers alongside
+    python benchmarks/ppo.py --only cartpole --repeats 3   # alternate ours/rejax 3 times
+    python benchmarks/ppo.py --only cheetah           # HalfCheetah-v5, 1M steps (minutes)
+    python benchmarks/ppo.py --only gpu --envs 2048   # fused CartPole throughput (GPU)
+    python benchmarks/ppo.py --no-peers               # recorded peer figures only
 
-Peer figures are from ``reference/peers.md`` (2-core CPU machine, no GPU); compare ratios,
-not absolute times taken on other days.
+Absolute times on this shared 2-core machine drift by 2x between hours, so each peer runs
+in the same benchmark run, right next to ours, in its own venv (``python
+benchmarks/peers/setup.py`` builds it; see ``benchmarks/peers/run.py``). Without that venv
+the table falls back to the figures recorded in ``reference/peers.md`` and says so.
+
+Rows (ratios are ours / peer's time: below 1 means batchrl is faster):
+
+- cartpole: ``batchrl train --config cartpole_fused`` as a fresh process with an empty
+  compilation cache, against rejax's PPO (its published CartPole config) at the same
+  budget, evaluation schedule and episode count, also a fresh process: whole-process
+  wall times, start-up, imports and compilation included. Then compile and train apart,
+  in-process, against rejax's own compile/train split.
+- pendulum: host Gymnasium Pendulum (``pendulum`` config, worker processes) against
+  Stable-Baselines3 PPO with rl-baselines3-zoo's settings (gSDE, 100k steps): time to a
+  mean evaluation return of -200 (construction + training, compilation included,
+  evaluation time excluded on both sides), and SB3's whole 100k-step process.
+- cheetah: recorded peer figures only (no PPO HalfCheetah peer script yet).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import jax
-import numpy as np
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
+from peers.run import PeerError, manifest, recorded, run_peer  # noqa: E402  (benchmarks/)
 
-from batchrl import configs, experiment
-from batchrl.train import fused
+TARGET = 475.0  # CartPole-v1 evaluation return counted as solved (issue 10 item 5)
+RECORDED_CHEETAH = "SB3 PPO (defaults): ~10 min per 1M steps (peers.md, recorded)"
 
-PEERS = {
-    "cartpole": "rejax PPO: 4.6 s compile + 3.6 s train = 8.2 s, return 500",
-    "pendulum": "SB3 PPO (rl-zoo, gSDE): 100k steps in 34 s, return -131",
-    "cheetah": "SB3 PPO: ~10 min per 1M steps; CleanRL 1443 / Tianshou 5784 at 1M",
-}
+
+# ------------------------------------------------------------------------------ ours
+
+
+def cold_process(config: str, overrides: list[str] = ()) -> dict:
+  """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache.
+
+  Returns ``wall_s`` (process creation to exit), ``steps``, ``final_return`` and
+  ``steps_to`` (a function of a target: first evaluated step at or above it).
+  """
+  with tempfile.TemporaryDirectory() as tmp:
+    env = dict(os.environ, BATCHRL_CACHE_DIR=os.path.join(tmp, "xla"))
+    cmd = [sys.executable, "-m", "batchrl", "train", "--config", config, "--logdir",
+           os.path.join(tmp, "runs"), "--no-progress"]
+    for item in overrides:
+      cmd += ["--set", item]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+      raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    records = []
+    for path in Path(tmp, "runs").glob("*/metrics.jsonl"):
+      records += [json.loads(line) for line in path.read_text().splitlines() if line]
+  evals = [(r["step"], r["mean_score"]) for r in records
+           if r.get("phase") == "eval" and r.get("mean_score") is not None]
+  if not evals:
+    raise RuntimeError(f"{' '.join(cmd)} wrote no evaluation to metrics.jsonl")
+  return {"wall_s": wall, "steps": evals[-1][0], "final_return": evals[-1][1],
+          "evals": evals}
 
 
 def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   """The whole training run as one compiled program; compile timed apart from training."""
+  import jax
+  from batchrl import configs, experiment
+  from batchrl.train import fused
+
   exp = configs.get("cartpole_fused")
   if num_envs is not None:
     exp = configs.apply_overrides(exp, [f"num_envs={num_envs}", "batch_size=null"])
@@ -56,35 +107,48 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
 
 def _train_body(env, agent, key, iterations):
   """What ``fused.train`` compiles, kept apart so compile and run can be timed separately."""
-  from batchrl.simulation import init
-  sim = init(env, agent, key)
+  import jax
+  from batchrl.train import fused
+  sim = fused.init_sim(env, agent, key)
   iteration = fused.make_iteration(env, agent)
   return jax.lax.scan(lambda s, _: iteration(s), sim, None, length=iterations)
 
 
 def host_pendulum(target: float = -200.0, max_steps: int = 200_000) -> dict:
-  """Host Gymnasium Pendulum in worker processes: steps and wall time to ``target``."""
+  """Host Gymnasium Pendulum in worker processes: steps and time to ``target``.
+
+  ``to_target_s``: construction + training phases (compilation included) until the
+  evaluation that first reached ``target``; evaluation time is left out, as for the peer.
+  """
+  from batchrl import configs, experiment
+
   exp = configs.get("pendulum")
   exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, steps=max_steps))
+  start = time.perf_counter()
+  eval_s, reached, score = 0.0, None, math.nan
   with tempfile.TemporaryDirectory() as tmp:
     trainer = experiment.Trainer(exp, Path(tmp))
     report = trainer.plan["report"]
-    start, reached, score = time.perf_counter(), None, math.nan
     try:
       while trainer.iteration < trainer.plan["total"]:
         trainer.train_phase(report)
         trainer.iteration += report
+        eval_start = time.perf_counter()
         score = trainer.eval_phase()["mean_score"]
+        eval_s += time.perf_counter() - eval_start
         if score >= target:
           reached = trainer.step
           break
     finally:
       trainer.close()
-  return {"steps": trainer.step, "wall_s": time.perf_counter() - start,
-          "reached_at": reached, "return": score}
+  wall = time.perf_counter() - start
+  return {"steps": trainer.step, "wall_s": wall, "eval_s": eval_s, "reached_at": reached,
+          "to_target_s": wall - eval_s if reached else None, "return": score}
 
 
 def host_cheetah(steps: int = 1_000_000) -> dict:
+  from batchrl import configs, experiment
+
   exp = configs.get("cheetah")
   exp = dataclasses.replace(exp, run=dataclasses.replace(
       exp.run, steps=steps, report_every=steps // 10))
@@ -101,40 +165,129 @@ def host_cheetah(steps: int = 1_000_000) -> dict:
   return {"steps": trainer.step, "wall_s": time.perf_counter() - start, "return": score}
 
 
+# ----------------------------------------------------------------------------- peers
+
+
+def peer(name: str, use_peers: bool, **args) -> dict | None:
+  """The peer's result from this run, or None (not installed, --no-peers, or it failed)."""
+  if not use_peers:
+    return None
+  print(f"  peer {name} {args or ''} ...", flush=True)
+  try:
+    return run_peer(name, **args)
+  except PeerError as e:
+    print(f"  peer {name} failed; using recorded figures:\n{e}", file=sys.stderr)
+    return None
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+  return f"{ours / theirs:.2f}x" if ours and theirs else "n/a"
+
+
+def cartpole_rows(use_peers: bool, repeats: int) -> list[tuple[str, str, str, str]]:
+  from batchrl import configs
+
+  run = configs.get("cartpole_fused").run
+  args = dict(steps=run.steps, eval_every=run.eval_every, episodes=run.num_envs)
+  ours, theirs = [], []
+  for _ in range(repeats):  # alternated, so both see the same machine conditions
+    print("  batchrl train --config cartpole_fused (cold process) ...", flush=True)
+    ours.append(cold_process("cartpole_fused"))
+    result = peer("rejax_ppo_cartpole", use_peers, target=TARGET, **args)
+    if result is not None:
+      theirs.append(result)
+    print(f"    ours {ours[-1]['wall_s']:.1f} s" + (
+        f", rejax {result['subprocess_s']:.1f} s" if result else ""), flush=True)
+  best = min(ours, key=lambda r: r["wall_s"])
+  reached = next((step for step, score in best["evals"] if score >= TARGET), None)
+  value = (f"{best['steps']} steps, whole process {best['wall_s']:.1f} s, "
+           f"return {best['final_return']:.1f}, >= {TARGET:g} at {reached} steps")
+  split = fused_cartpole(steps=run.steps)
+  split_value = (f"compile {split['compile_s']:.1f} s + train {split['train_s']:.1f} s, "
+                 f"{split['steps_per_s']:,.0f} steps/s, return {split['return']:.1f}")
+  if theirs:
+    rj = min(theirs, key=lambda r: r["subprocess_s"])
+    how = (f"rejax PPO, same run: {rj['steps']} steps, whole process "
+           f"{rj['subprocess_s']:.1f} s, return {rj['final_return']:.1f}, >= {TARGET:g} "
+           f"at {rj['steps_to_target']} steps")
+    runs = f" (best of {repeats})" if repeats > 1 else ""
+    return [("cartpole cold process" + runs, value, how,
+             _ratio(best["wall_s"], rj["subprocess_s"])),
+            ("cartpole compile / train", split_value,
+             f"rejax, same run: compile {rj['compile_s']:.1f} s + train {rj['train_s']:.1f} s",
+             f"{_ratio(split['compile_s'], rj['compile_s'])} / "
+             f"{_ratio(split['train_s'], rj['train_s'])}")]
+  rec = recorded("rejax_ppo_cartpole")
+  how = (f"RECORDED (peers.md, not this run): rejax compile {rec['compile_s']} s + train "
+         f"{rec['train_s']} s = {rec['total_s']} s in-process")
+  return [("cartpole cold process", value, "no peer in this run", "n/a"),
+          ("cartpole compile + train", split_value, how,
+           _ratio(split["total_s"], rec["total_s"]))]
+
+
+def pendulum_rows(use_peers: bool) -> list[tuple[str, str, str, str]]:
+  target = -200.0
+  print("  batchrl pendulum (host envs) ...", flush=True)
+  ours = host_pendulum(target)
+  where = (f"{target:g} at {ours['reached_at']} steps in {ours['to_target_s']:.1f} s"
+           if ours["reached_at"] else f"{target:g} not reached in {ours['steps']} steps")
+  value = f"{where}; last eval {ours['return']:.1f}"
+  sb3 = peer("sb3_ppo_pendulum", use_peers, target=target)
+  if sb3 is not None:
+    to_target = (sb3["setup_s"] + sb3["train_s_to_target"]
+                 if sb3["train_s_to_target"] is not None else None)
+    where = (f"{target:g} at {sb3['steps_to_target']} steps in {to_target:.1f} s"
+             if to_target else f"{target:g} not reached in {sb3['steps']} steps")
+    how = (f"SB3 PPO rl-zoo, same run: {where}; {sb3['steps']} steps, whole process "
+           f"{sb3['subprocess_s']:.1f} s, return {sb3['final_return']:.1f}")
+    return [("pendulum time to -200", value, how, _ratio(ours["to_target_s"], to_target))]
+  rec = recorded("sb3_ppo_pendulum")
+  how = (f"RECORDED (peers.md, not this run): SB3 {rec['steps']} steps in "
+         f"{rec['total_s']} s, return {rec['final_return']}")
+  return [("pendulum time to -200 vs SB3 100k run", value, how,
+           _ratio(ours["to_target_s"], rec["total_s"]))]
+
+
+# ------------------------------------------------------------------------------ main
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--only", default="cartpole,pendulum",
                       help="comma list of: cartpole, pendulum, cheetah, gpu")
   parser.add_argument("--envs", type=int, default=2048, help="envs for the 'gpu' row")
+  parser.add_argument("--repeats", type=int, default=1,
+                      help="cartpole: alternate ours and rejax this many times, keep the best")
+  parser.add_argument("--no-peers", action="store_true",
+                      help="do not run peers; use the recorded figures")
   args = parser.parse_args()
+  use_peers = not args.no_peers
   rows = []
   for name in args.only.split(","):
     print(f"running {name} ...", flush=True)
     if name == "cartpole":
-      r = fused_cartpole()
-      rows.append((name, f"{r['steps']} steps: compile {r['compile_s']:.1f} s + train "
-                         f"{r['train_s']:.1f} s = {r['total_s']:.1f} s, "
-                         f"{r['steps_per_s']:,.0f} steps/s, return {r['return']:.1f}",
-                   f"{8.2 / r['total_s']:.2f}x rejax total time"))
+      rows += cartpole_rows(use_peers, args.repeats)
     elif name == "pendulum":
-      r = host_pendulum()
-      where = f"-200 reached at {r['reached_at']} steps" if r["reached_at"] else "not reached"
-      rows.append((name, f"{where}, {r['wall_s']:.1f} s, last eval {r['return']:.1f}",
-                   f"{34.0 / r['wall_s']:.2f}x SB3 time (SB3: 100k steps)"))
+      rows += pendulum_rows(use_peers)
     elif name == "cheetah":
       r = host_cheetah()
       rows.append((name, f"{r['steps']} steps in {r['wall_s']:.0f} s, return {r['return']:.0f}",
-                   f"{600 / r['wall_s']:.2f}x SB3 time"))
+                   RECORDED_CHEETAH, _ratio(r["wall_s"], 600.0)))
     elif name == "gpu":
       r = fused_cartpole(num_envs=args.envs, steps=2_000_000)
       rows.append((f"cartpole x{args.envs} ({r['device']})",
                    f"{r['steps_per_s']:,.0f} steps/s (compile {r['compile_s']:.1f} s), "
-                   f"return {r['return']:.1f}", ""))
+                   f"return {r['return']:.1f}", "", ""))
     else:
       raise SystemExit(f"unknown benchmark {name!r}; valid: cartpole, pendulum, cheetah, gpu")
-  print("\n| benchmark | batchrl | vs peer | peer figure |\n|---|---|---|---|")
-  for name, value, ratio in rows:
-    print(f"| {name} | {value} | {ratio} | {PEERS.get(name.split(' ')[0], '')} |")
+  state = manifest()
+  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; peers: "
+        + (", ".join(f"{k} {v}" for k, v in state["versions"].items() if v)
+           if state and use_peers else "not run (recorded figures)"))
+  print("\n| benchmark | batchrl | peer | ours / peer time |\n|---|---|---|---|")
+  for name, value, how, ratio in rows:
+    print(f"| {name} | {value} | {how} | {ratio} |")
 
 
 if __name__ == "__main__":
