@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "examples", "configs")
 PPO = os.path.join(CONFIGS, "ppo.json")
 MLP2 = os.path.join(CONFIGS, "mlp2_network.json")
-MEAN_LINE = re.compile(r"Mean reward of the last (\d+) episodes: ([\d.]+) \((\d+) episodes, "
+MEAN_LINE = re.compile(r"Mean reward of the last (\d+) episodes: (-?[\d.]+) \((\d+) episodes, "
                        r"(\d+) timesteps\)")
 
 # Which environment (or states) each network config is for.
@@ -29,7 +29,13 @@ NETWORK_STATES = {
                                      inventory=dict(type="int", shape=(4,), num_values=5)),
 }
 AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")  # PPO's TensorForce keys
-OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json")
+OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json", "dqn.json", "ddqn.json", "dqfd.json",
+                       "naf.json")
+CONTINUOUS = {"naf.json"}  # run on Pendulum-v1, the others on CartPole-v1
+
+
+def _env_for(name: str) -> str:
+  return "Pendulum-v1" if name in CONTINUOUS else "CartPole-v1"
 
 
 def _config_files() -> list[str]:
@@ -68,10 +74,12 @@ def test_agent_configs_resolve_to_ppo_settings(name):
 @pytest.mark.parametrize("name", OTHER_AGENT_CONFIGS)
 def test_run_takes_every_agent_type(name, tmp_path, capsys):
   save = tmp_path / "agent"
-  assert main(["run", "CartPole-v1", "-a", os.path.join(CONFIGS, name), "-n", MLP2,
-               "--timesteps", "64", "--seed", "0", "--save", str(save), "--no-progress"]) == 0
+  assert main(["run", _env_for(name), "-a", os.path.join(CONFIGS, name), "--timesteps",
+               "256", "--max-episode-timesteps", "50", "--seed", "0", "--save", str(save),
+               "--no-progress"]) == 0
   assert MEAN_LINE.search(capsys.readouterr().out)
-  assert json.loads((save / "agent.json").read_text())["type"] == f"{name[:-5]}_agent"
+  saved_type = json.loads((save / "agent.json").read_text())["type"]
+  assert saved_type.removesuffix("_agent") == name[:-5]
 
 
 def test_run_trains_prints_the_mean_saves_and_loads(tmp_path, capsys):
@@ -133,9 +141,9 @@ SMALL_PPO = dict(batch_size=16, optimizer_batch_size=8, epochs=1)
 @pytest.mark.parametrize("name", AGENT_CONFIGS + OTHER_AGENT_CONFIGS)
 def test_agent_configs_run_on_cartpole(name):
   from batchrl import Agent, Runner
-  agent = Agent.create(os.path.join(CONFIGS, name), environment="CartPole-v1", network=MLP2,
+  agent = Agent.create(os.path.join(CONFIGS, name), environment=_env_for(name), network=MLP2,
                        seed=0)
-  with Runner(agent, environment="CartPole-v1", seed=0) as runner:
+  with Runner(agent, environment=_env_for(name), seed=0) as runner:
     runner.run(num_timesteps=20)
   assert runner.timestep == 20 and agent.timesteps == 20
 

@@ -58,7 +58,8 @@ class AgentType:
 _REGISTRY: dict[str, AgentType] = {}
 # Agent families defined beside their models; each module has ``AGENT_TYPES``. Loaded on
 # first use, because those modules import this one.
-_FAMILIES = ("batchrl.agents.vpg.spec", "batchrl.agents.trpo.spec")
+_FAMILIES = ("batchrl.agents.vpg.spec", "batchrl.agents.trpo.spec", "batchrl.agents.dqn.spec",
+             "batchrl.agents.naf.spec", "batchrl.agents.dqfd.spec")
 _loaded = False
 
 

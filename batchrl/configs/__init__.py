@@ -268,7 +268,7 @@ _register_all()
 
 # Agent families with their own named configs: each module has ``register(registry,
 # register_model)``.
-_FAMILIES = ("batchrl.configs.pg",)
+_FAMILIES = ("batchrl.configs.pg", "batchrl.configs.value_based", "batchrl.configs.naf_dqfd")
 
 
 def _register_families() -> None:
