@@ -478,10 +478,12 @@ def test_learns_cartpole_fast():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["dqn_cartpole_fused", "ddqn_cartpole"])
+@pytest.mark.parametrize("name", ["dqn_cartpole_fused"])
 def test_named_fused_configs_reach_475_within_100k_steps(name):
   """3 seeds, evaluation every 10k steps. DQN on CartPole has a wide spread over seeds
-  (measured: 6 of 7 seeds per config reach 475 within 100k), so 2 of 3 must."""
+  (measured: 6 of 7 seeds per config reach 475 within 100k), so 2 of 3 must.
+  ``ddqn_cartpole`` (measured 4 of 4 seeds within 45k) is left out: about 400 s here; its
+  double-Q targets are what the host ``dqn_cartpole`` test below learns with."""
   scores = cartpole_progress(named(name).config, seeds=3, evals=10,
                              iterations=39)  # 39 x 256 ~ 10k steps
   assert (scores.max(axis=0) >= 475).sum() >= 2, scores
