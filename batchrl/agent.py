@@ -12,7 +12,8 @@ streams, checkpoints) and ``batchrl.agents.core.Model`` the *Model* (actions and
 All of the agent's state is one pytree on the device (``batchrl.agents.interaction``); a
 step is one compiled call (``act``), ``observe`` only records the reward on the host. A
 transition is handed to the model once its next state is known, at the stream's next
-``act``; updates therefore run inside ``act`` (``observe`` reports them).
+``act`` (or, on the fast path below, with many others a little later, but always before
+anything reads the model); updates therefore run inside ``act`` (``observe`` reports them).
 
 Streams: ``parallel_interactions=N`` lets one agent act for ``N`` environments. Give a batch
 of states with ``parallel=[...]`` (default: streams ``0..k-1``); one call acts for all.
@@ -20,10 +21,19 @@ of states with ``parallel=[...]`` (default: streams ``0..k-1``); one call acts f
 Terminal values: 0/False continue; 1/True the episode ended (no value after it); 2 cut short
 (time limit): the update bootstraps from the next state, which ``observe(...,
 next_states=...)`` may give (``Runner`` does); without it, from the last state acted on.
+
+Speed: when all streams act in each call and the model's ``act`` reads nothing its
+``store`` changes (feed-forward policies without observation normalization, e.g. PPO's
+defaults), an act runs alone and transitions wait on the host, stored many at a time
+(``batchrl.agents.facade.DeferredCommits``); the results are the same. Creating the first
+agent also turns JAX's CPU async dispatch off (``_prefer_inline_dispatch``): an act
+computes for microseconds, less than handing it to another thread costs. Set
+``BATCHRL_ASYNC_DISPATCH=1`` to keep JAX's default.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -34,6 +44,7 @@ from batchrl.configs.base import ConfigError
 
 SPEC_FILE = "agent.json"
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
+ASYNC_DISPATCH_ENV = "BATCHRL_ASYNC_DISPATCH"  # "1": leave JAX's CPU async dispatch on
 
 
 class AgentUsageError(ValueError):
@@ -86,6 +97,30 @@ def _resolve_network(network: Any) -> Any:
   if _looks_like_path(network):
     return _load_json(network, "network spec")
   return network
+
+
+def _prefer_inline_dispatch() -> None:
+  """Turns JAX's CPU async dispatch off, unless the user chose (``BATCHRL_ASYNC_DISPATCH=1``
+  or ``JAX_CPU_ENABLE_ASYNC_DISPATCH``) or the CPU backend already exists.
+
+  With async dispatch each compiled call is handed to a JAX thread and the caller waits for
+  it: for an act that computes for a few microseconds that hand-over is most of the cost
+  (measured on 2 cores: act + observe ~60 µs of CPU inline, ~90 µs of CPU and several
+  times the wall time async). Large compiled programs (the fused training loops) run as
+  fast either way. JAX reads the setting when it creates the CPU backend, once per process,
+  so it is left alone when the backend exists.
+  """
+  chosen = "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ
+  if chosen or os.environ.get(ASYNC_DISPATCH_ENV) == "1":
+    return
+  import jax
+  try:
+    from jax._src import xla_bridge  # no public way to ask whether the backend exists
+    started = xla_bridge.backends_are_initialized()
+  except (ImportError, AttributeError):
+    started = False  # then the update below changes nothing already running
+  if not started:
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
 def _env_specs(environment) -> tuple[dict, dict, int | None]:
@@ -159,10 +194,11 @@ class Agent:
 
   def __init__(self, spec: dict):
     """Use ``Agent.create`` or ``Agent.load``; ``spec`` is what ``agent.spec`` returns."""
+    _prefer_inline_dispatch()  # before anything below starts JAX's backend
     from batchrl.agents.facade import build_runtime
     self.spec = spec
     self._rt = build_runtime(spec)
-    self._state = self._rt.init_state()
+    self._device = self._rt.init_state()  # read through _state, which syncs the fast path
     n = self.parallel_interactions
     self._acted = np.zeros(n, bool)
     self._held = np.zeros(n, bool)
@@ -172,8 +208,12 @@ class Agent:
     self._staged = np.zeros(n, np.int64)
     self._episode_steps = np.zeros(n, np.int64)
     self._next: dict[int, Any] = {}
-    self._updated = [None] * n
+    self._updated: set[int] = set()  # streams whose last act ran an update (rarely any)
     self._rows = 0  # rows stored since the last update (None: unknown, the model decides)
+    self._fast = None  # facade.DeferredCommits once an act of all streams found the agent fit
+    self._ranges: dict[int, tuple] = {}  # k -> streams 0..k-1 (see _first)
+    self._n = n
+    self._fast_refusal: str | None = None  # why the agent cannot take the fast path
     self.timesteps = 0
     self.episodes = 0
     self.updates = 0
@@ -196,6 +236,17 @@ class Agent:
   def max_episode_timesteps(self) -> int | None:
     return self.spec["max_episode_timesteps"]
 
+  @property
+  def _state(self):
+    """The whole device state (``interaction.AgentState``); first stores the transitions
+    the fast path still holds on the host, so it is exactly the fused path's state."""
+    self._sync()
+    return self._device
+
+  def _sync(self) -> None:
+    if self._fast is not None:
+      self._device = self._fast.sync(self._device)
+
   def __repr__(self) -> str:
     return (f"Agent(type={self.spec['type']!r}, parallel_interactions="
             f"{self.parallel_interactions}, timesteps={self.timesteps}, "
@@ -212,36 +263,65 @@ class Agent:
     ``(actions, internals)``.
     """
     obs, batched = self._rt.check_states(states)
-    k = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+    k = len(obs) if type(obs) is np.ndarray else len(next(iter(obs.values())))
     if independent:
       return self._act_independent(obs, batched, k, deterministic, internals)
     if internals is not None:
       raise AgentUsageError("internals= is only for independent=True acting; the training "
                             "streams keep their own.")
-    idx = self._streams(parallel, k, batched)
-    if self._acted[idx].any():
-      i = int(idx[self._acted[idx]][0])
-      raise AgentUsageError(f"act called twice for stream {i} without observe in between; "
-                            "call agent.observe(reward, terminal) after each act.")
-    self._check_limit(idx)
-    held = self._held[idx]
-    commit, slots, flush = self._plan_commit(idx, held)
+    idx, rows = self._streams(parallel, k, batched)
+    acted = self._acted[rows]
+    if _any(acted):
+      raise AgentUsageError(f"act called twice for stream {int(idx[acted][0])} without "
+                            "observe in between; call agent.observe(reward, terminal) after "
+                            "each act.")
+    self._check_limit(idx, rows)
+    held = self._held[rows]
+    every = isinstance(rows, slice) and k == self._n  # all streams, in order
+    commit, slots, flush = self._plan_commit(idx, held, every)
     update = self._plan_update(commit)
-    next_held, has_next = self._rt.held_next(self._state, self._next, idx)
-    self._state, action, updated = self._rt.act(
-        self._state, obs, idx, self._reward[idx], self._terminal[idx] * held, next_held,
+    fast = self._fast_path(every, commit, update)
+    if fast is not None:
+      self._device, words = fast.act(self._device, obs, self._start, self._reward,
+                                     self._terminal, commit, bool(deterministic))
+      self._after_act(idx, rows, held, False)
+      return fast.action_to_user(words, batched)
+    self._sync()
+    next_held, has_next = self._rt.held_next(self._device, self._next, idx)
+    self._device, action, updated = self._rt.act(
+        self._device, obs, idx, self._reward[idx], self._terminal[idx] * held, next_held,
         has_next, self._start[idx], commit=commit, slots=slots, flush=flush, update=update,
         deterministic=bool(deterministic))
-    self._after_act(idx, held, updated)
+    if self._fast is not None:
+      self._fast.forget()  # this act changed the device state: key, timestep, last act
+    self._after_act(idx, rows, held, _update_ran(commit, flush, update, updated))
     return self._rt.to_user(action, batched)
 
-  def _plan_commit(self, idx: np.ndarray, held: np.ndarray):
+  def _fast_path(self, every: bool, commit: str, update: str):
+    """The fast path (``facade.DeferredCommits``) when this act may take it, else None.
+
+    It may when all streams act, in order, no update is due in this act, no cut step waits
+    with its given next state (those commit inside the act, fused), and the agent is fit
+    for it (``facade.fast_plan``, checked once).
+    """
+    if not every or self._next:
+      return None
+    if not (commit == "none" or (commit == "direct" and update == "store")):
+      return None
+    if self._fast is None and self._fast_refusal is None:
+      from batchrl.agents import facade
+      plan = facade.fast_plan(self._rt, self._device)
+      if isinstance(plan, str):
+        self._fast_refusal = plan
+      else:
+        self._fast = facade.DeferredCommits(self._rt, plan)
+    return self._fast
+
+  def _plan_commit(self, idx: np.ndarray, held: np.ndarray, every: bool):
     """How this act hands held transitions to the model: 'none', 'direct' or 'staged'."""
-    n = self.parallel_interactions
-    if not held.any():
+    if not _any(held):
       return "none", None, 0
-    if (held.all() and len(idx) == n and (idx == np.arange(n)).all()
-        and not self._staged.any()):
+    if _all(held) and every and not _any(self._staged):
       return "direct", None, 0
     if self._rt.recurrent:
       raise AgentUsageError("A recurrent policy with parallel_interactions > 1 needs every "
@@ -275,24 +355,35 @@ class Agent:
       return "now"
     return "store"
 
-  def _after_act(self, idx, held, updated) -> None:
-    self._acted[idx] = True
-    self._held[idx] = False
-    self._start[idx] = False
-    for i in idx[held]:
-      self._next.pop(int(i), None)
-    for i in idx:
-      self._updated[i] = updated
+  def _after_act(self, idx, rows, held, updated: bool) -> None:
+    if self._next:  # first: ``held`` may be a view of ``self._held``
+      for i in idx[held]:
+        self._next.pop(int(i), None)
+    self._acted[rows] = True
+    self._held[rows] = False
+    self._start[rows] = False
+    if updated:
+      self._updated.update(idx.tolist())
+    elif self._updated:
+      self._updated.difference_update(idx.tolist())
     self.timesteps += len(idx)
 
   def _act_independent(self, obs, batched, k, deterministic, internals):
-    actions, new_internals = self._rt.act_independent(self._state, obs, k, deterministic,
+    # no sync: act reads nothing that the held transitions would change (fast_plan)
+    actions, new_internals = self._rt.act_independent(self._device, obs, k, deterministic,
                                                       internals)
     result = self._rt.to_user(actions, batched)
     return (result, new_internals) if internals is not None else result
 
-  def _streams(self, parallel, k: int, batched: bool) -> np.ndarray:
-    n = self.parallel_interactions
+  def _streams(self, parallel, k: int, batched: bool):
+    """``(idx, rows)``: the ``int32[k]`` stream indices of an act or observe call, and what
+    selects them in the per-stream host arrays: a slice when they are ``0..k-1`` (numpy
+    slices cost a fraction of index arrays)."""
+    n = self._n
+    if k <= n and (parallel is None or (batched and isinstance(parallel, list)
+                                        and parallel == self._first(k)[1])):
+      first = self._first(k)  # validated once, cached
+      return first[0], first[2]
     if parallel is None:
       idx = np.arange(k)
     else:
@@ -304,18 +395,28 @@ class Agent:
                               f"{parallel!r}.")
       if len(idx) != k:
         raise AgentUsageError(f"parallel lists {len(idx)} streams but {k} states were given.")
-      if len(set(idx.tolist())) != len(idx):
-        raise AgentUsageError(f"parallel has repeated streams: {parallel!r}.")
-    if len(idx) and (idx.min() < 0 or idx.max() >= n):
-      raise AgentUsageError(f"parallel index {int(idx.max() if idx.max() >= n else idx.min())}"
+    values = idx.tolist()  # checked in Python: numpy's reductions cost more on small arrays
+    if len(set(values)) != len(values):
+      raise AgentUsageError(f"parallel has repeated streams: {parallel!r}.")
+    if values and (min(values) < 0 or max(values) >= n):
+      raise AgentUsageError(f"parallel index {max(values) if max(values) >= n else min(values)}"
                             f" is out of range: this agent has parallel_interactions={n} "
                             f"(streams 0..{n - 1}).")
-    return idx.astype(np.int32)
+    if values == self._first(k)[1]:
+      return self._first(k)[0], self._first(k)[2]
+    return idx.astype(np.int32), idx
 
-  def _check_limit(self, idx) -> None:
+  def _first(self, k: int) -> tuple[np.ndarray, list, slice]:
+    """Streams ``0..k-1`` as ``int32[k]`` (never written to), as a list and as a slice."""
+    first = self._ranges.get(k)
+    if first is None:
+      first = self._ranges[k] = (np.arange(k, dtype=np.int32), list(range(k)), slice(0, k))
+    return first
+
+  def _check_limit(self, idx, rows) -> None:
     limit = self.max_episode_timesteps
-    if limit is not None and (self._episode_steps[idx] >= limit).any():
-      i = int(idx[self._episode_steps[idx] >= limit][0])
+    if limit is not None and _any(self._episode_steps[rows] >= limit):
+      i = int(idx[self._episode_steps[rows] >= limit][0])
       raise AgentUsageError(f"stream {i} has run {limit} timesteps, max_episode_timesteps; "
                             "end the episode with observe(terminal=2) (cut short) at the "
                             "limit, or create the agent with a larger limit.")
@@ -325,42 +426,61 @@ class Agent:
   def observe(self, reward, terminal=False, parallel=None, next_states=None) -> bool:
     """Records the reward of the last ``act`` of each stream; returns whether an update ran
     during this step (in its ``act``)."""
-    rewards = np.asarray(reward, np.float32)
-    terminals = _terminal_codes(terminal)
-    batched = rewards.ndim == 1
+    if type(reward) is float:  # one stream's reward, the common case: no array needed
+      rewards, batched = np.float32(reward), False
+    else:
+      rewards = np.asarray(reward, np.float32)
+      if rewards.ndim > 1:
+        raise AgentUsageError(f"reward must be one value or a batch [k], got shape "
+                              f"{rewards.shape}.")
+      batched = rewards.ndim == 1
+    terminals = _terminal_codes(terminal)  # one int code, or int32[k]
     k = rewards.shape[0] if batched else 1
-    idx = self._streams(parallel, k, batched)
-    if terminals.shape not in ((), (k,)):
+    idx, rows = self._streams(parallel, k, batched)
+    if not isinstance(terminals, int) and terminals.shape != (k,):
       raise AgentUsageError(f"terminal must be one value or {k} values, got shape "
                             f"{terminals.shape}.")
-    if not np.isfinite(rewards).all():
+    if not (_all_finite(rewards) if batched else math.isfinite(rewards)):
       raise AgentUsageError(f"reward must be finite, got {reward!r}.")
-    not_acted = idx[~self._acted[idx]]
-    if len(not_acted):
-      raise AgentUsageError(f"observe called for stream {int(not_acted[0])} without an act "
-                            "before it; call agent.act(states) first.")
-    terminals = np.broadcast_to(terminals, (k,))
+    acted = self._acted[rows]
+    if not _all(acted):
+      raise AgentUsageError(f"observe called for stream {int(idx[~acted][0])} without an "
+                            "act before it; call agent.act(states) first.")
     if next_states is not None:
-      self._store_next(next_states, idx, terminals)
-    self._acted[idx] = False
-    self._held[idx] = True
-    self._reward[idx] = rewards
-    self._terminal[idx] = terminals
-    self._episode_steps[idx] += 1
-    ended = terminals != 0
-    self._start[idx[ended]] = True
-    self._episode_steps[idx[ended]] = 0
-    self.episodes += int(ended.sum())
-    updated = any(self._updated[i] is not None and bool(self._updated[i]) for i in idx)
-    for i in idx:
-      self._updated[i] = None
+      self._store_next(next_states, idx, np.broadcast_to(terminals, (k,)))
+    self._acted[rows] = False
+    self._held[rows] = True
+    self._reward[rows] = rewards
+    self._terminal[rows] = terminals
+    self._episode_steps[rows] += 1
+    self._end_episodes(idx, rows, terminals)
+    updated = False
+    if self._updated:  # an update ran in the act of one of these streams
+      streams = idx.tolist()
+      updated = not self._updated.isdisjoint(streams)
+      self._updated.difference_update(streams)
     if updated:
       self.updates += 1
     return updated
 
+  def _end_episodes(self, idx, rows, terminals) -> None:
+    if isinstance(terminals, int):
+      if not terminals:
+        return
+      ended = rows
+      self.episodes += len(idx)
+    else:
+      count = np.count_nonzero(terminals)
+      if not count:
+        return
+      ended = idx[terminals != 0]
+      self.episodes += count
+    self._start[ended] = True
+    self._episode_steps[ended] = 0
+
   def _store_next(self, next_states, idx, terminals) -> None:
     obs, batched = self._rt.check_states(next_states)
-    rows = self._rt.process_next(self._state, obs, idx)
+    rows = self._rt.process_next(self._device, obs, idx)  # preprocessing state is current
     for j, i in enumerate(idx):
       if terminals[j] == 2:
         self._next[int(i)] = self._rt.row(rows, j)
@@ -415,9 +535,11 @@ class Agent:
     if _comparable(saved) != _comparable(self.spec):
       raise ConfigError(f"the agent saved in {directory} has another spec; use "
                         "Agent.load(directory) to rebuild it.")
-    state, manifest = checkpoint.restore(directory, self._state)
+    state, manifest = checkpoint.restore(directory, self._device)
     counters = manifest.get("counters") or {}
-    self._state = state
+    self._device = state
+    if self._fast is not None:
+      self._fast.forget()  # what it held belongs to the state just replaced
     self.timesteps = int(counters.get("timesteps", 0))
     self.episodes = int(counters.get("episodes", 0))
     self.updates = int(counters.get("updates", 0))
@@ -430,17 +552,57 @@ class Agent:
     self._rows = counters.get("rows")
 
   def close(self) -> None:
-    """Nothing to release; kept for TensorForce compatibility."""
+    """Stores the transitions the fast path holds; nothing to release otherwise (kept for
+    TensorForce compatibility)."""
+    self._sync()
 
 
-def _terminal_codes(terminal) -> np.ndarray:
+def _update_ran(commit: str, flush: int, update: str, flag) -> bool:
+  """Whether a fused act ran an update; reads the device flag only where the model chose."""
+  if commit == "none" or (commit == "staged" and flush == 0):
+    return False
+  if commit == "direct" and update != "cond":
+    return update == "now"
+  return bool(np.asarray(flag))
+
+
+_SCALAR_CODES = {False: 0, True: 1, 2: 2}  # also matches 0, 1, 0.0, numpy scalars (==, hash)
+
+
+def _terminal_codes(terminal) -> int | np.ndarray:
+  """One terminal code (an int) or ``int32[k]``; anything but bools and 0/1/2 is an error."""
+  try:
+    return _SCALAR_CODES[terminal]
+  except (KeyError, TypeError):  # an array (unhashable) or a bad value
+    pass
   codes = np.asarray(terminal)
   if codes.dtype == bool:
-    return codes.astype(np.int32)
-  if codes.dtype.kind not in "iuf" or not np.isin(codes, (0, 1, 2)).all():
+    codes = codes.astype(np.int32)
+  elif codes.dtype.kind not in "iuf" or np.count_nonzero((codes != 0) & (codes != 1)
+                                                          & (codes != 2)):
     raise AgentUsageError(f"terminal must be a bool or 0/1/2 (2 = cut short, bootstrap), "
                           f"got {terminal!r}.")
-  return codes.astype(np.int32)
+  return int(codes) if codes.ndim == 0 else codes.astype(np.int32)
+
+
+# Host checks on every act/observe: np.count_nonzero instead of .any()/.all(), which go
+# through numpy's reduction machinery and cost several times more on small arrays; one
+# stream's flag is read directly.
+
+
+def _any(mask: np.ndarray) -> bool:
+  return bool(mask[0]) if mask.size == 1 else np.count_nonzero(mask) > 0
+
+
+def _all(mask: np.ndarray) -> bool:
+  return bool(mask[0]) if mask.size == 1 else np.count_nonzero(mask) == mask.size
+
+
+def _all_finite(x: np.ndarray) -> bool:
+  return np.count_nonzero(np.isfinite(x)) == x.size
+
+
+
 
 
 def _comparable(spec: dict) -> str:

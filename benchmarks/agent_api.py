@@ -6,11 +6,15 @@ TensorForce-style quick start (PPO on CartPole-v1 through ``batchrl.Runner``).
     python benchmarks/agent_api.py --quick          # fewer steps everywhere
 
 Per-step rows time warm calls only: compilation and the steps that run an update are kept
-out (``batch_size`` is larger than all timed steps). The "floor" rows are the JAX dispatch
-cost of a donated identity ``jit`` over the same state pytree and of a one-array ``jit``:
-what any design that passes the whole state per call pays before doing any work. Compare
-ratios within one run; this machine is shared, so absolute numbers drift between runs
-(``uptime`` is printed with the table).
+out (``batch_size`` is larger than all timed steps). Each is the median of several blocks
+of steps, as wall time and as CPU time of the calling thread (with JAX's async dispatch off,
+as ``Agent`` sets it, the compiled calls run on that thread; CPU time is what other users
+of a shared machine disturb least). "fast path" rows are what the agent takes by itself;
+the "fused path" row forces the path of models whose ``act`` reads what ``store`` writes
+(recurrent policies, observation normalization). The "floor" rows are the JAX dispatch
+cost of a donated identity ``jit`` over the same state pytree and of a one-array ``jit``.
+Compare ratios within one run; this machine is shared, so absolute numbers drift between
+runs (the load average is printed with the table).
 """
 from __future__ import annotations
 
@@ -38,14 +42,21 @@ TARGETS = (195.0, 475.0)  # mean return of the last 100 episodes
 # ------------------------------------------------------------------------- per step
 
 
-def step_cost(streams: int, steps: int, warmup: int, seed: int = 0) -> dict:
+BLOCKS = 5  # timed blocks per row; rows report the median block
+
+
+def step_cost(streams: int, steps: int, warmup: int, seed: int = 0,
+              fused: bool = False) -> dict:
   """Microseconds per act + observe pair for ``streams`` streams acting in one call.
 
-  Returns ``act_us``, ``observe_us``, ``pair_us`` (per call) and ``per_stream_us``
-  (``pair_us / streams``), plus ``leaves``: arrays in the agent's state pytree.
+  Returns ``act_us``, ``observe_us``, ``pair_us`` (per call, wall), ``cpu_us`` (per pair,
+  CPU time of this thread) and ``per_stream_us`` (``pair_us / streams``), each the median
+  of ``BLOCKS`` blocks; ``leaves``: arrays in the agent's state pytree; ``path``.
   """
   agent = Agent.create("ppo", states=STATES, actions=ACTIONS, network=MLP_64,
                        batch_size=UNTIMED_BATCH, parallel_interactions=streams, seed=seed)
+  if fused:
+    agent._fast_refusal = "benchmark: the fused path on purpose"
   if warmup + steps > UNTIMED_BATCH // streams:
     raise SystemExit(f"{warmup + steps} steps of {streams} streams would run an update; "
                      f"time fewer steps (at most {UNTIMED_BATCH // streams - warmup}).")
@@ -58,24 +69,32 @@ def step_cost(streams: int, steps: int, warmup: int, seed: int = 0) -> dict:
   rewards = np.ones(streams, np.float32) if batched else 1.0
   terminals = np.zeros(streams, np.int64) if batched else False
   timer = time.perf_counter
-  act_s = observe_s = 0.0
-  for i in range(warmup + steps):
-    if i == warmup:
-      act_s = observe_s = 0.0
-    t0 = timer()
+  for i in range(warmup):
     agent.act(states[i % 64], parallel=parallel)
-    t1 = timer()
     agent.observe(reward=rewards, terminal=terminals, parallel=parallel)
-    t2 = timer()
-    act_s += t1 - t0
-    observe_s += t2 - t1
+  block = max(steps // BLOCKS, 1)
+  rows = []
+  for b in range(BLOCKS):
+    act_s = observe_s = 0.0
+    cpu = time.thread_time()
+    for i in range(b * block, (b + 1) * block):
+      t0 = timer()
+      agent.act(states[i % 64], parallel=parallel)
+      t1 = timer()
+      agent.observe(reward=rewards, terminal=terminals, parallel=parallel)
+      t2 = timer()
+      act_s += t1 - t0
+      observe_s += t2 - t1
+    rows.append((act_s + observe_s, act_s, observe_s, time.thread_time() - cpu))
   if agent.updates:
     raise RuntimeError("an update ran during the timed steps; raise UNTIMED_BATCH")
-  act_us, observe_us = act_s / steps * 1e6, observe_s / steps * 1e6
+  pair_s, act_s, observe_s, cpu_s = sorted(rows)[len(rows) // 2]  # the median block
+  act_us, observe_us = act_s / block * 1e6, observe_s / block * 1e6
   import jax
   return {"act_us": act_us, "observe_us": observe_us, "pair_us": act_us + observe_us,
-          "per_stream_us": (act_us + observe_us) / streams,
-          "leaves": len(jax.tree.leaves(agent._state))}
+          "cpu_us": cpu_s / block * 1e6, "per_stream_us": (act_us + observe_us) / streams,
+          "leaves": len(jax.tree.leaves(agent._state)),
+          "path": "fast path" if getattr(agent, "_fast", None) is not None else "fused path"}
 
 
 def dispatch_floor(leaves: int, calls: int) -> dict:
@@ -84,14 +103,16 @@ def dispatch_floor(leaves: int, calls: int) -> dict:
   import jax
   import jax.numpy as jnp
 
-  def best_of(fn, repeats: int = 5) -> float:
-    best = float("inf")
+  def median_of(fn, repeats: int = BLOCKS) -> tuple[float, float]:
+    """(wall, CPU) microseconds per call, medians of ``repeats`` blocks."""
+    walls, cpus = [], []
     for _ in range(repeats):
-      start = time.perf_counter()
+      start, cpu = time.perf_counter(), time.thread_time()
       for _ in range(calls):
         fn()
-      best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
+      walls.append((time.perf_counter() - start) / calls * 1e6)
+      cpus.append((time.thread_time() - cpu) / calls * 1e6)
+    return sorted(walls)[repeats // 2], sorted(cpus)[repeats // 2]
 
   identity = jax.jit(lambda tree, x: (tree, x + 1), donate_argnums=0)
   box = [[jnp.zeros((8,), jnp.float32) + i for i in range(leaves)]]
@@ -108,7 +129,9 @@ def dispatch_floor(leaves: int, calls: int) -> dict:
 
   for fn in (tree_call, one_call):
     fn()
-  return {"tree_us": best_of(tree_call), "one_us": best_of(one_call)}
+  (tree_us, tree_cpu), (one_us, one_cpu) = median_of(tree_call), median_of(one_call)
+  return {"tree_us": tree_us, "tree_cpu_us": tree_cpu, "one_us": one_us,
+          "one_cpu_us": one_cpu}
 
 
 def peer_rows(steps: int) -> list[tuple[str, str]]:
@@ -211,20 +234,27 @@ def main() -> None:
 
   print("timing act + observe, 1 stream ...", flush=True)
   one = step_cost(1, steps, warmup)
-  rows.append(("PPO 2x64, 1 stream: act + observe",
+  rows.append((f"PPO 2x64, 1 stream: act + observe ({one['path']})",
                f"{one['pair_us']:.1f} us (act {one['act_us']:.1f}, observe "
-               f"{one['observe_us']:.1f}); state pytree {one['leaves']} leaves"))
+               f"{one['observe_us']:.1f}); CPU {one['cpu_us']:.1f} us; state pytree "
+               f"{one['leaves']} leaves"))
+  print("timing act + observe, 1 stream, fused path ...", flush=True)
+  fused = step_cost(1, steps, warmup, fused=True)
+  rows.append((f"PPO 2x64, 1 stream: act + observe ({fused['path']})",
+               f"{fused['pair_us']:.1f} us (act {fused['act_us']:.1f}, observe "
+               f"{fused['observe_us']:.1f}); CPU {fused['cpu_us']:.1f} us"))
   for n in (int(s) for s in args.streams.split(",") if s):
     print(f"timing act + observe, {n} streams ...", flush=True)
     r = step_cost(n, min(steps // 5, UNTIMED_BATCH // n - warmup), warmup)
-    rows.append((f"PPO 2x64, {n} streams, one batched call",
+    rows.append((f"PPO 2x64, {n} streams, one batched call ({r['path']})",
                  f"{r['pair_us']:.1f} us per call, {r['per_stream_us']:.2f} us per "
-                 f"stream-step ({one['pair_us'] / r['per_stream_us']:.1f}x 1 stream)"))
+                 f"stream-step ({one['pair_us'] / r['per_stream_us']:.1f}x 1 stream); "
+                 f"CPU {r['cpu_us']:.1f} us per call"))
   floor = dispatch_floor(one["leaves"], 2000 if args.quick else 5000)
   rows.append((f"floor: donated identity jit, {one['leaves']} leaves",
-               f"{floor['tree_us']:.1f} us ({one['pair_us'] / floor['tree_us']:.1f}x "
-               "below act + observe)"))
-  rows.append(("floor: jit of one array + read back", f"{floor['one_us']:.1f} us"))
+               f"{floor['tree_us']:.1f} us, CPU {floor['tree_cpu_us']:.1f} us"))
+  rows.append(("floor: jit of one array + read back",
+               f"{floor['one_us']:.1f} us, CPU {floor['one_cpu_us']:.1f} us"))
   rows.extend(peer_rows(steps))
 
   if not args.skip_learning:
@@ -242,7 +272,10 @@ def main() -> None:
                                        f"{q['timesteps'] / q['wall_s']:,.0f} steps/s"))
 
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs")
+  from jax._src import xla_bridge
+  dispatch = "on" if xla_bridge._CPU_ENABLE_ASYNC_DISPATCH.value else "off"
+  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; JAX CPU async dispatch "
+        f"{dispatch}")
   print("| benchmark | result |\n|---|---|")
   for name, value in rows:
     print(f"| {name} | {value} |")
