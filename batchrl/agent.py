@@ -499,6 +499,51 @@ class Agent:
     of one stream; ``{}`` for feed-forward policies."""
     return self._rt.initial_internals()
 
+  # ---------------------------------------------------------------- demonstrations
+
+  def import_demonstrations(self, demonstrations) -> None:
+    """DQFD: adds demonstrations to the demonstration memory (TensorForce's name).
+
+    ``demonstrations``: a list of observation dicts (``state``, ``action``, ``reward``,
+    ``terminal`` with 2 = cut short, ``internal``), consecutive entries being consecutive
+    steps, or a dict of arrays (``states``, ``actions``, ``rewards``, ``terminals``). States
+    and actions are checked against the specs; an error names the field and index."""
+    from batchrl.agents import dqfd
+    self._replace_model(dqfd.import_demonstrations, demonstrations)
+
+  def set_demonstrations(self, batch) -> None:
+    """DQFD: replaces the stored demonstrations by ``batch`` (as ``import_demonstrations``)."""
+    from batchrl.agents import dqfd
+    self._replace_model(dqfd.set_demonstrations, batch)
+
+  def pretrain(self, steps: int) -> dict[str, float]:
+    """DQFD: ``steps`` updates on the demonstrations alone; returns their mean metrics.
+    Without demonstrations it is an error that says how to add them."""
+    from batchrl.agents import dqfd
+    metrics = {}
+
+    def run(model, steps):
+      model, values = dqfd.pretrain(model, steps)
+      metrics.update({k: float(v) for k, v in values.items()})
+      return model
+
+    self._replace_model(run, steps)
+    return metrics
+
+  def _replace_model(self, change, argument) -> None:
+    """Applies a host-side ``change(model_state, argument)`` to the DQFD model state."""
+    from batchrl.agents import dqfd
+    state = self._state  # commits what the fast path holds
+    if not isinstance(state.model, dqfd.DQFDState):
+      raise AgentUsageError(f"demonstrations and pretrain are for the 'dqfd' agent; this "
+                            f"agent is {self.spec['type']!r}.")
+    if self.spec.get("preprocessing"):
+      raise AgentUsageError("demonstrations are stored as the model sees states; with state "
+                            "preprocessing configured, give them to an agent without it.")
+    self._device = state._replace(model=change(state.model, argument))
+    if self._fast is not None:
+      self._fast.forget()
+
   # ------------------------------------------------------------------------ saving
 
   def save(self, directory, keep: int | None = 5) -> str:

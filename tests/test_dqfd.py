@@ -282,3 +282,31 @@ def test_named_config_starts_at_the_demonstrators_level_and_stays_there():
     scores.append(np.asarray(evaluate(sim)["mean_score"]))
   scores = np.stack(scores)
   assert (scores[0] >= 475).all() and (scores[1:].max(axis=0) >= 475).all(), scores
+
+
+def test_object_api_demonstrations_and_pretrain():
+  """Agent.create('dqfd') -> pretrain errors without demonstrations, then imports the
+  controller's steps as observation dicts, pretrains and acts like it on most states."""
+  from batchrl import Agent
+  from batchrl.agent import AgentUsageError
+  from batchrl.errors import UserInputError
+
+  agent = Agent.create(agent="dqfd", environment="CartPole-v1", seed=0, first_update=10_000,
+                       network=[dict(type="dense", size=64), dict(type="dense", size=64)])
+  with pytest.raises(UserInputError, match="pretrain needs demonstrations"):
+    agent.pretrain(10)
+  data = cartpole_controller(2000, seed=1)
+  observations = [dict(state=s, action=int(a), reward=float(r), terminal=int(t), internal={})
+                  for s, a, r, t in zip(data["states"], data["actions"], data["rewards"],
+                                        data["terminals"])]
+  with pytest.raises(UserInputError, match="action"):
+    agent.import_demonstrations([dict(observations[0], action=7), observations[1]])
+  agent.import_demonstrations(observations)
+  metrics = agent.pretrain(300)
+  assert np.isfinite(metrics["loss"])
+  held_out = cartpole_controller(500, seed=2)["states"]
+  greedy = np.array([agent.act(s, independent=True, deterministic=True) for s in held_out])
+  assert np.mean(greedy == cartpole_action(held_out)) > 0.8
+  ppo = Agent.create(agent="ppo", environment="CartPole-v1", seed=0)
+  with pytest.raises(AgentUsageError, match="for the 'dqfd' agent"):
+    ppo.pretrain(1)

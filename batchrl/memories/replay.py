@@ -22,13 +22,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError
 from batchrl.memories import prioritized as pr
 
 MEMORY_TYPES = ("replay", "sequential", "prioritized_replay", "naive_prioritized_replay")
 PRIORITIZED_TYPES = ("prioritized_replay", "naive_prioritized_replay")
 
 
-class MemorySpecError(ValueError):
+class MemorySpecError(UserInputError):
   """A memory that cannot be built: unknown type, bad capacity or options."""
 
 

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import UserInputError
 from batchrl.memories.replay import Memory, MemoryState, MemorySpecError
 
 
@@ -77,10 +78,10 @@ _KEYS = {"state": ("state", "states"), "action": ("action", "actions"),
 def _field(entry: Mapping, name: str, where: str, required: bool = True):
   found = [k for k in _KEYS[name] if k in entry]
   if len(found) > 1:
-    raise ValueError(f"{where}: give one of {found}, not both.")
+    raise UserInputError(f"{where}: give one of {found}, not both.")
   if not found:
     if required:
-      raise ValueError(f"{where}: missing {name!r} (observation keys: state, action, reward, "
+      raise UserInputError(f"{where}: missing {name!r} (observation keys: state, action, reward, "
                        "terminal, internal; next_state optional).")
     return None
   return entry[found[0]]
@@ -93,7 +94,7 @@ def _check_internal(value, where: str) -> None:
     return
   if isinstance(value, (list, tuple)) and len(value) == 0:
     return
-  raise ValueError(f"{where}: 'internal' must be empty ([] or {{}}): these agents keep no "
+  raise UserInputError(f"{where}: 'internal' must be empty ([] or {{}}): these agents keep no "
                    f"internal (recurrent) state; got {value!r}.")
 
 
@@ -107,11 +108,11 @@ def _stack(values: Sequence, what: str):
   first_shapes = [np.shape(x) for x in jax.tree.leaves(values[0])]
   for i, value in enumerate(values):
     if jax.tree.structure(value) != first:
-      raise ValueError(f"{what} at index {i} has structure {jax.tree.structure(value)}, "
+      raise UserInputError(f"{what} at index {i} has structure {jax.tree.structure(value)}, "
                        f"index 0 has {first}.")
     shapes = [np.shape(x) for x in jax.tree.leaves(value)]
     if shapes != first_shapes:
-      raise ValueError(f"{what} at index {i} has shape(s) {shapes}, index 0 has "
+      raise UserInputError(f"{what} at index {i} has shape(s) {shapes}, index 0 has "
                        f"{first_shapes}.")
   return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *values)
 
@@ -120,12 +121,12 @@ def _terminal_codes(terminal, count: int) -> np.ndarray:
   """0 = continue, 1 = terminated, 2 = truncated (TensorForce's terminal 2: cut short)."""
   codes = np.asarray(terminal)
   if codes.shape != (count,):
-    raise ValueError(f"'terminal' must have one value per observation ({count}), got shape "
+    raise UserInputError(f"'terminal' must have one value per observation ({count}), got shape "
                      f"{codes.shape}.")
   codes = codes.astype(np.int64)
   bad = np.flatnonzero((codes < 0) | (codes > 2))
   if bad.size:
-    raise ValueError(f"'terminal' at index {bad[0]} is {codes[bad[0]]}; valid: False/0 "
+    raise UserInputError(f"'terminal' at index {bad[0]} is {codes[bad[0]]}; valid: False/0 "
                      "(continue), True/1 (terminated), 2 (truncated).")
   return codes
 
@@ -158,10 +159,10 @@ def transitions_from_observations(observations) -> TransitionItem:
   else:
     entries = list(observations)
     if not entries:
-      raise ValueError("no observations to import.")
+      raise UserInputError("no observations to import.")
     for i, entry in enumerate(entries):
       if not isinstance(entry, Mapping):
-        raise ValueError(f"observation {i} must be a dict with state, action, reward, "
+        raise UserInputError(f"observation {i} must be a dict with state, action, reward, "
                          f"terminal, internal; got {type(entry).__name__}.")
       _check_internal(_field(entry, "internal", f"observation {i}", required=False),
                       f"observation {i}")
@@ -183,10 +184,10 @@ def transitions_from_observations(observations) -> TransitionItem:
 def _count(tree) -> int:
   leaves = jax.tree.leaves(tree)
   if not leaves:
-    raise ValueError("observations hold no state arrays.")
+    raise UserInputError("observations hold no state arrays.")
   counts = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
   if len(counts) != 1 or None in counts:
-    raise ValueError(f"every state array needs the same leading length (one row per "
+    raise UserInputError(f"every state array needs the same leading length (one row per "
                      f"observation); got lengths {sorted(map(str, counts))}.")
   return counts.pop()
 
@@ -195,7 +196,7 @@ def _assemble(states, actions, rewards, terminal, next_states) -> TransitionItem
   count = _count(states)
   for name, tree in (("actions", actions), ("rewards", rewards)):
     if any(np.shape(x)[:1] != (count,) for x in jax.tree.leaves(tree)):
-      raise ValueError(f"'{name}' must have one entry per observation ({count}).")
+      raise UserInputError(f"'{name}' must have one entry per observation ({count}).")
   codes = _terminal_codes(terminal, count)
   index = np.arange(count)
   following = jax.tree.map(lambda x: x[np.minimum(index + 1, count - 1)], states)
@@ -220,7 +221,7 @@ def _assemble(states, actions, rewards, terminal, next_states) -> TransitionItem
   next_obs = jax.tree.map(pick, own, following, given)
   keep = ~((index == count - 1) & (codes == 0) & ~present)
   if not keep.any():
-    raise ValueError("a single observation that did not end has no next state; give "
+    raise UserInputError("a single observation that did not end has no next state; give "
                      "'next_state' or more observations.")
   take = lambda x: np.asarray(x)[keep]  # noqa: E731
   return TransitionItem(jax.tree.map(take, states), jax.tree.map(take, actions),
@@ -246,12 +247,12 @@ def import_transitions(memory: Memory, state: MemoryState, items: TransitionItem
         f"{count - count % width} or {count + width - count % width}, or use a memory of "
         "width 1.")
   if jax.tree.structure(state.items) != jax.tree.structure(items):
-    raise ValueError(f"imported transitions do not match the memory's item structure: "
+    raise UserInputError(f"imported transitions do not match the memory's item structure: "
                      f"{jax.tree.structure(items)} vs {jax.tree.structure(state.items)}.")
   for path, want, have in zip(_paths(state.items), jax.tree.leaves(state.items),
                               jax.tree.leaves(items)):
     if tuple(want.shape[2:]) != tuple(np.shape(have)[1:]):
-      raise ValueError(f"imported {path} has per-item shape {tuple(np.shape(have)[1:])}, the "
+      raise UserInputError(f"imported {path} has per-item shape {tuple(np.shape(have)[1:])}, the "
                        f"memory holds {tuple(want.shape[2:])}.")
   rows = count // width
 
@@ -289,10 +290,10 @@ def _check_leaf(what: str, x: np.ndarray, space: gym.Space) -> np.ndarray:
   x = np.asarray(x)
   shape = tuple(space.shape)
   if x.shape[1:] != shape:
-    raise ValueError(f"{what} have shape {x.shape[1:]} per observation, the space needs "
+    raise UserInputError(f"{what} have shape {x.shape[1:]} per observation, the space needs "
                      f"{shape} ({space}).")
   if x.dtype.kind not in "biuf":
-    raise ValueError(f"{what} must be numbers, got dtype {x.dtype}.")
+    raise UserInputError(f"{what} must be numbers, got dtype {x.dtype}.")
   if isinstance(space, gym.spaces.Box):
     bad = ~np.isfinite(x.astype(np.float64)) if space.dtype.kind == "f" else np.zeros_like(x, bool)
   elif isinstance(space, gym.spaces.Discrete):
@@ -302,10 +303,10 @@ def _check_leaf(what: str, x: np.ndarray, space: gym.Space) -> np.ndarray:
   elif isinstance(space, gym.spaces.MultiBinary):
     bad = (x != 0) & (x != 1)
   else:
-    raise ValueError(f"{what}: {type(space).__name__} spaces cannot be imported.")
+    raise UserInputError(f"{what}: {type(space).__name__} spaces cannot be imported.")
   index = _first_bad(bad)
   if index is not None:
-    raise ValueError(f"{what} at index {index} is {x[index].tolist()!r}, not a valid value of "
+    raise UserInputError(f"{what} at index {index} is {x[index].tolist()!r}, not a valid value of "
                      f"{space}.")
   return x
 
@@ -313,15 +314,15 @@ def _check_leaf(what: str, x: np.ndarray, space: gym.Space) -> np.ndarray:
 def _check_tree(what: str, tree, space: gym.Space, optional: tuple[str, ...] = ()):
   if not isinstance(space, gym.spaces.Dict):
     if isinstance(tree, Mapping):
-      raise ValueError(f"{what} are a dict {sorted(tree)}, but the space is one {space}.")
+      raise UserInputError(f"{what} are a dict {sorted(tree)}, but the space is one {space}.")
     return _check_leaf(what, tree, space)
   if not isinstance(tree, Mapping):
-    raise ValueError(f"{what} must be a dict of {sorted(space.spaces)}, got "
+    raise UserInputError(f"{what} must be a dict of {sorted(space.spaces)}, got "
                      f"{type(tree).__name__}.")
   missing = [k for k in space.spaces if k not in tree and k not in optional]
   extra = [k for k in tree if k not in space.spaces]
   if missing or extra:
-    raise ValueError(f"{what} must be named {sorted(space.spaces)}; missing {missing}, unknown "
+    raise UserInputError(f"{what} must be named {sorted(space.spaces)}; missing {missing}, unknown "
                      f"{extra}.")
   count = _count(tree)
   out = {}
@@ -348,5 +349,5 @@ def check_transitions(items: TransitionItem, observation_space: gym.Space,
   reward = np.asarray(items.reward, np.float32)
   index = _first_bad(~np.isfinite(reward))
   if index is not None:
-    raise ValueError(f"rewards at index {index} is {reward[index]}, not a finite number.")
+    raise UserInputError(f"rewards at index {index} is {reward[index]}, not a finite number.")
   return TransitionItem(obs, action, reward, items.terminated, items.truncated, next_obs)
