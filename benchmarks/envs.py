@@ -5,17 +5,20 @@ ratios, not absolute numbers taken on different days or machines:
 
     python benchmarks/envs.py                      # about 3 s per cell after warm-up
     python benchmarks/envs.py --seconds 1 --envs CartPole-v1 --sizes 8
+    python benchmarks/envs.py --envs HalfCheetah-v5 --sizes 8 --repeats 5 --wait-idle 60
 
 Rows per environment: one gymnasium env in a loop, gymnasium SyncVectorEnv and
-AsyncVectorEnv, BatchEnv in-process and with worker processes, envpool when installed, and
-whatever ``extra_rows()`` adds. Ratios are against AsyncVectorEnv / SyncVectorEnv with the
-same number of envs. Random actions are sampled once, as a block, before timing.
+AsyncVectorEnv, BatchEnv in-process, with worker processes, and with this process stepping
+one group itself (``step_in_parent``), envpool when installed, and whatever ``extra_rows()``
+adds. Ratios are against AsyncVectorEnv / SyncVectorEnv with the same number of envs.
+Random actions are sampled once, as a block, before timing.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -28,6 +31,7 @@ from batchrl.envs.batch import BatchEnv  # noqa: E402  (after the path tweak abo
 
 ACTION_BLOCK = 512  # distinct random actions per run, cycled
 SINGLE = "gymnasium single env"
+WIDTH = 36  # of the runner column
 SYNC, ASYNC = "gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv"
 
 
@@ -44,7 +48,6 @@ def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str,
   del sizes
   if env_id not in GYMNAX_ENVS:
     return []
-  import functools
   import jax
   from batchrl import simulation
   from batchrl.agents.simple import random_agent
@@ -133,6 +136,8 @@ def factories(env_id: str, workers: int) -> dict[str, Callable[[int], object | N
       "batchrl BatchEnv in-process": lambda n: BatchEnv.from_id(env_id, num_envs=n, seed=0),
       f"batchrl BatchEnv {workers} workers": lambda n: BatchEnv.from_id(
           env_id, num_envs=n, num_workers=workers, seed=0),
+      f"batchrl BatchEnv {workers}, step_in_parent": lambda n: BatchEnv.from_id(
+          env_id, num_envs=n, num_workers=workers, seed=0, step_in_parent=True),
       "envpool": lambda n: envpool_env(env_id, n),
   }
 
@@ -156,6 +161,8 @@ def run_size(env_id: str, n: int, args, skip: set[str], with_single: bool):
   rates = {name: [] for name in runners}
   try:
     for _ in range(args.rounds):
+      if args.wait_idle:
+        wait_for_idle(args.wait_idle)
       for name, runner in runners.items():
         size = 1 if name == SINGLE else n
         rates[name].append(measure(runner.step, size, args.seconds / args.rounds))
@@ -164,8 +171,35 @@ def run_size(env_id: str, n: int, args, skip: set[str], with_single: bool):
       runner.close()
   rows = [(name, 1 if name == SINGLE else n, max(values)) for name, values in rates.items()]
   for name, size, rate in rows:
-    print(f"  {env_id:<16} {name:<30} n={size:<4} {rate:>12,.0f} steps/s", file=sys.stderr)
+    print(f"  {env_id:<16} {name:<{WIDTH}} n={size:<4} {rate:>12,.0f} steps/s", file=sys.stderr)
   return rows
+
+
+def idle_fraction(seconds: float = 0.3) -> float | None:
+  """Share of all CPUs idle over ``seconds`` (Linux /proc/stat; None elsewhere)."""
+  def snapshot():
+    with open("/proc/stat") as f:
+      ticks = [int(x) for x in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, total
+  try:
+    idle0, total0 = snapshot()
+    time.sleep(seconds)
+    idle1, total1 = snapshot()
+  except OSError:
+    return None
+  return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def wait_for_idle(limit: float, threshold: float = 0.85) -> bool:
+  """Waits up to ``limit`` seconds for the CPUs to be mostly idle (others' jobs on a shared
+  machine take CPUs from parallel runners far more than from serial ones)."""
+  deadline = time.monotonic() + limit
+  while time.monotonic() < deadline:
+    idle = idle_fraction()
+    if idle is None or idle >= threshold:
+      return True
+  print(f"  (CPUs still busy after {limit:g} s; measuring anyway)", file=sys.stderr)
+  return False
 
 
 def run_env(env_id: str, sizes: list[int], args, skip: set[str]) -> list[tuple[str, int, float]]:
@@ -175,16 +209,26 @@ def run_env(env_id: str, sizes: list[int], args, skip: set[str]) -> list[tuple[s
   return rows + extra_rows(env_id, sizes, args.seconds)
 
 
-def format_table(results: dict[str, list[tuple[str, int, float]]]) -> str:
-  lines = [f"{'env':<16} {'runner':<30} {'n':>4} {'steps/s':>12} {'x Async':>8} {'x Sync':>8}",
-           "-" * 82]
-  for env_id, rows in results.items():
-    by = {(name, n): rate for name, n, rate in rows}
-    for name, n, rate in rows:
-      base_async, base_sync = by.get((ASYNC, n)), by.get((SYNC, n))
-      ratio_async = f"{rate / base_async:8.2f}" if base_async else f"{'-':>8}"
-      ratio_sync = f"{rate / base_sync:8.2f}" if base_sync else f"{'-':>8}"
-      lines.append(f"{env_id:<16} {name:<30} {n:>4} {rate:>12,.0f} {ratio_async} {ratio_sync}")
+def format_table(repeats: list[dict[str, list[tuple[str, int, float]]]]) -> str:
+  """One row per (env, runner, n): the median over repeats of the rate and of the ratios,
+  each ratio taken within one repeat (the same run), never across runs."""
+  lines = [f"{'env':<16} {'runner':<{WIDTH}} {'n':>4} {'steps/s':>12} {'x Async':>8} "
+           f"{'x Sync':>8}", "-" * (52 + WIDTH)]
+  for env_id, first_rows in repeats[0].items():
+    for name, n, _ in first_rows:
+      rates, to_async, to_sync = [], [], []
+      for results in repeats:
+        by = {(row[0], row[1]): row[2] for row in results[env_id]}
+        rate = by[(name, n)]
+        rates.append(rate)
+        if by.get((ASYNC, n)):
+          to_async.append(rate / by[(ASYNC, n)])
+        if by.get((SYNC, n)):
+          to_sync.append(rate / by[(SYNC, n)])
+      ratio_async = f"{statistics.median(to_async):8.2f}" if to_async else f"{'-':>8}"
+      ratio_sync = f"{statistics.median(to_sync):8.2f}" if to_sync else f"{'-':>8}"
+      lines.append(f"{env_id:<16} {name:<{WIDTH}} {n:>4} {statistics.median(rates):>12,.0f} "
+                   f"{ratio_async} {ratio_sync}")
     lines.append("")
   return "\n".join(lines)
 
@@ -199,14 +243,21 @@ def main(argv=None) -> None:
   parser.add_argument("--workers", type=int, default=2, help="BatchEnv worker processes")
   parser.add_argument("--skip", default="",
                       help="comma-separated words; runners whose name contains one are skipped")
+  parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                      help="before each round, wait up to this long for idle CPUs (shared "
+                           "machines: rounds taken while others compute mislead)")
+  parser.add_argument("--repeats", type=int, default=1,
+                      help="run everything this many times; print medians of rates and of "
+                           "the ratios taken within each run (for shared, noisy machines)")
   args = parser.parse_args(argv)
   warnings.filterwarnings("ignore")
   sizes = [int(size) for size in args.sizes.split(",")]
   skip = {word for word in args.skip.split(",") if word}
   print(f"{os.cpu_count()} CPUs, {args.seconds:g} s per cell in {args.rounds} rounds "
-        "(best round reported)", file=sys.stderr)
-  results = {env_id: run_env(env_id, sizes, args, skip) for env_id in args.envs.split(",")}
-  print(format_table(results))
+        f"(best round reported), {args.repeats} repeat(s) (median reported)", file=sys.stderr)
+  repeats = [{env_id: run_env(env_id, sizes, args, skip) for env_id in args.envs.split(",")}
+             for _ in range(args.repeats)]
+  print(format_table(repeats))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Small environments for the process and batch tests.
 
-They live in an importable module because spawned workers receive constructors by
-reference (module + name), never by value.
+They live in an importable module so tests can name them; workers receive constructors
+by value (cloudpickle), so envs defined elsewhere work too (see tests/test_constructors.py).
 """
 from __future__ import annotations
 

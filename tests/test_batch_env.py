@@ -2,7 +2,7 @@
 import functools
 import glob
 import multiprocessing
-import os
+import threading
 import time
 
 import gymnasium as gym
@@ -19,6 +19,12 @@ except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.
   import mock_envs
 
 
+# Workers forked from a server that has gymnasium loaded start in milliseconds; spawn (the
+# default) is covered by test_close_leaves_no_process_and_no_shared_memory, test_process.py
+# and test_constructors.py.
+CONTEXT = "forkserver"
+
+
 def durations(*ds):
   return [functools.partial(mock_envs.DurationEnv, duration=d) for d in ds]
 
@@ -28,14 +34,18 @@ def durations(*ds):
 @pytest.fixture(scope="module")
 def duration_batch():
   """One BatchEnv with 2 workers over envs of durations 1..4, shared by the tests below."""
-  env = BatchEnv(durations(1, 2, 3, 4), num_workers=2)
+  env = BatchEnv(durations(1, 2, 3, 4), num_workers=2, context=CONTEXT)
   yield env
   env.close()
 
 
-@pytest.mark.parametrize("mode", ["in-process", "workers"])
+@pytest.mark.parametrize("mode", ["in-process", "workers", "parent and a worker"])
 def test_done_pattern_with_automatic_and_forced_resets(mode, duration_batch):
-  env = duration_batch if mode == "workers" else BatchEnv(durations(1, 2, 3, 4))
+  if mode == "workers":
+    env = duration_batch
+  else:
+    env = BatchEnv(durations(1, 2, 3, 4), num_workers=2 * (mode != "in-process"),
+                   step_in_parent=mode != "in-process", context=CONTEXT)
   obs, infos = env.reset()
   np.testing.assert_array_equal(obs, [[0, 1], [0, 2], [0, 3], [0, 4]])
   actions = np.zeros(4, np.int64)
@@ -58,12 +68,14 @@ def test_done_pattern_with_automatic_and_forced_resets(mode, duration_batch):
   assert obs[3, 0] == 0 and obs[2, 0] == 1  # env 2 (duration 3) keeps its observation
   terminated = np.array([env.step(actions)[2][3] for _ in range(4)])
   np.testing.assert_array_equal(terminated, [False, False, False, True])
-  if mode == "in-process":
+  if mode != "workers":
+    assert len(env.worker_pids) == (1 if mode == "parent and a worker" else 0)
     env.close()
 
 
 def _rollout(env_id, num_workers, seed, steps, **kwargs):
-  env = BatchEnv.from_id(env_id, num_envs=4, num_workers=num_workers, seed=seed, **kwargs)
+  env = BatchEnv.from_id(env_id, num_envs=4, num_workers=num_workers, seed=seed, context=CONTEXT,
+                         **kwargs)
   rng = np.random.default_rng(123)
   space = env.single_action_space
   out = [env.reset()[0]]
@@ -79,10 +91,11 @@ def _rollout(env_id, num_workers, seed, steps, **kwargs):
   return out
 
 
-@pytest.mark.parametrize("env_id, steps", [("CartPole-v1", 300), ("Pendulum-v1", 420)])
-def test_workers_match_in_process_exactly(env_id, steps):
+@pytest.mark.parametrize("env_id, steps, step_in_parent", [
+    ("CartPole-v1", 300, False), ("Pendulum-v1", 420, False), ("CartPole-v1", 300, True)])
+def test_workers_match_in_process_exactly(env_id, steps, step_in_parent):
   local = _rollout(env_id, 0, seed=7, steps=steps)
-  remote = _rollout(env_id, 2, seed=7, steps=steps)
+  remote = _rollout(env_id, 2, seed=7, steps=steps, step_in_parent=step_in_parent)
   for a, b in zip(local, remote):
     np.testing.assert_array_equal(a, b)
   # Pendulum truncates at 200 steps; CartPole terminates: both auto-reset paths ran.
@@ -106,7 +119,7 @@ def test_same_seed_same_trajectory_and_distinct_env_seeds():
 def test_dict_observations_travel_pickled_and_match_in_process():
   def run(num_workers):
     env = BatchEnv([functools.partial(mock_envs.DictObsEnv, duration=d) for d in (2, 3, 4)],
-                   num_workers=num_workers, seed=11)
+                   num_workers=num_workers, context=CONTEXT, seed=11)
     obs, _ = env.reset()
     history = [obs]
     for _ in range(7):
@@ -174,8 +187,9 @@ def test_step_before_reset_and_bad_arguments_are_errors():
   env.close()
   with pytest.raises(ValueError, match="num_workers"):
     BatchEnv(durations(1, 2), num_workers=3)
-  with pytest.raises(TypeError, match="cannot be pickled"):
-    BatchEnv([lambda: mock_envs.DurationEnv()], num_workers=1)
+  lock = threading.Lock()  # a constructor capturing a lock cannot travel to a worker
+  with pytest.raises(TypeError, match=r"constructor of environment 1, .* cannot be sent .*lock"):
+    BatchEnv([mock_envs.DurationEnv, lambda: lock and mock_envs.DurationEnv()], num_workers=1)
   with pytest.raises(ValueError, match="did you mean"):
     BatchEnv.from_id("Pendulum-v0", num_envs=2)
   with pytest.raises(ValueError, match="max_restarts"):
@@ -184,6 +198,8 @@ def test_step_before_reset_and_bad_arguments_are_errors():
     RestartPolicy(max_restart=2)
   with pytest.raises(ValueError, match="share their spaces"):
     BatchEnv([mock_envs.DurationEnv, mock_envs.DictObsEnv])
+  with pytest.raises(ValueError, match="step_in_parent must be True or False"):
+    BatchEnv(durations(1, 2), num_workers=2, step_in_parent="yes")
 
 
 def test_call_and_get_attr(duration_batch):
@@ -192,14 +208,15 @@ def test_call_and_get_attr(duration_batch):
   assert duration_batch.call("add", 1, y=1) == tuple(t + 2 for t in totals)
 
 
-def _flaky_batch(num_workers, max_restarts):
+def _flaky_batch(num_workers, max_restarts, step_in_parent=False):
   fns = [functools.partial(mock_envs.FlakyEnv, duration=100, fail_at=5)] + durations(100, 100, 100)
-  return BatchEnv(fns, num_workers=num_workers, restart=RestartPolicy(max_restarts=max_restarts))
+  return BatchEnv(fns, num_workers=num_workers, context=CONTEXT,
+                  restart=RestartPolicy(max_restarts=max_restarts), step_in_parent=step_in_parent)
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_restart_policy_recreates_a_raising_env_and_marks_the_cut(num_workers):
-  env = _flaky_batch(num_workers, max_restarts=3)
+@pytest.mark.parametrize("num_workers, step_in_parent", [(0, False), (2, False), (2, True)])
+def test_restart_policy_recreates_a_raising_env_and_marks_the_cut(num_workers, step_in_parent):
+  env = _flaky_batch(num_workers, max_restarts=3, step_in_parent=step_in_parent)
   env.reset()
   for t in range(1, 9):
     obs, rewards, terminated, truncated, infos = env.step(np.zeros(4, np.int64))
@@ -230,7 +247,7 @@ def test_restart_cap_exceeded_raises_the_original_error(num_workers):
 
 def test_error_without_policy_names_env_and_carries_traceback():
   fns = durations(100, 100) + [functools.partial(mock_envs.FlakyEnv, duration=100, fail_at=2)]
-  env = BatchEnv(fns, num_workers=1)
+  env = BatchEnv(fns, num_workers=1, context=CONTEXT)
   env.reset()
   env.step(np.zeros(3, np.int64))
   with pytest.raises(EnvWorkerError) as info:
@@ -246,9 +263,11 @@ def test_error_without_policy_names_env_and_carries_traceback():
   env.close()
 
 
-def test_dead_worker_is_restarted_with_all_its_envs():
+@pytest.mark.parametrize("step_in_parent", [False, True])
+def test_dead_worker_is_restarted_with_all_its_envs(step_in_parent):
   fns = durations(100, 100) + [functools.partial(mock_envs.ExitEnv, at=3), *durations(100)]
-  env = BatchEnv(fns, num_workers=2, seed=0, restart=RestartPolicy(max_restarts=2))
+  env = BatchEnv(fns, num_workers=2, context=CONTEXT, seed=0, restart=RestartPolicy(max_restarts=2),
+                 step_in_parent=step_in_parent)
   env.reset()
   old = env.worker_pids
   for t in range(1, 5):
@@ -257,14 +276,17 @@ def test_dead_worker_is_restarted_with_all_its_envs():
       np.testing.assert_array_equal(truncated, [False, False, True, True])
       np.testing.assert_array_equal(infos["env_restarted"], [False, False, True, True])
       np.testing.assert_array_equal(obs[:, 0], [3, 3, 0, 0])
-  assert env.worker_pids[0] == old[0] and env.worker_pids[1] != old[1]
+  if step_in_parent:  # envs 0 and 1 are stepped here; the one worker hosts 2 and 3
+    assert len(old) == 1 and env.worker_pids != old
+  else:
+    assert env.worker_pids[0] == old[0] and env.worker_pids[1] != old[1]
   np.testing.assert_array_equal(env.restarts, [0, 0, 1, 1])
   env.close()
 
 
 def test_dead_worker_without_policy_raises_died_and_closes():
   fns = durations(100) + [functools.partial(mock_envs.ExitEnv, at=2, code=7)]
-  env = BatchEnv(fns, num_workers=2)
+  env = BatchEnv(fns, num_workers=2, context=CONTEXT)
   env.reset()
   env.step(np.zeros(2, np.int64))
   with pytest.raises(EnvWorkerDied) as info:
@@ -276,7 +298,7 @@ def test_dead_worker_without_policy_raises_died_and_closes():
 
 def test_hung_worker_times_out_naming_the_env():
   fns = durations(100) + [functools.partial(mock_envs.HangEnv, at=2)]
-  env = BatchEnv(fns, num_workers=2, timeout=1.0)
+  env = BatchEnv(fns, num_workers=2, context=CONTEXT, timeout=1.0)
   env.reset()
   env.step(np.zeros(2, np.int64))
   pids = env.worker_pids
@@ -288,7 +310,7 @@ def test_hung_worker_times_out_naming_the_env():
 
 def test_hung_worker_is_replaced_under_a_policy():
   fns = durations(100) + [functools.partial(mock_envs.HangEnv, at=2)]
-  env = BatchEnv(fns, num_workers=2, timeout=1.0, restart=RestartPolicy())
+  env = BatchEnv(fns, num_workers=2, context=CONTEXT, timeout=1.0, restart=RestartPolicy())
   env.reset()
   env.step(np.zeros(2, np.int64))
   _, _, _, truncated, infos = env.step(np.zeros(2, np.int64))
@@ -299,5 +321,5 @@ def test_hung_worker_is_replaced_under_a_policy():
 
 def test_constructor_error_in_worker_names_the_env():
   with pytest.raises(EnvWorkerError, match="bad constructor") as info:
-    BatchEnv(durations(1, 2) + [mock_envs.failing_constructor], num_workers=2)
+    BatchEnv(durations(1, 2) + [mock_envs.failing_constructor], num_workers=2, context=CONTEXT)
   assert info.value.index == 2 and "failing_constructor" in info.value.traceback

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -79,11 +80,12 @@ def test_step_exception_is_reraised_and_worker_goes_on():
     assert env.call("add", 0) == 1  # the worker survived its env's exception
 
 
-@pytest.mark.parametrize("ctor, exitcode", [
-    (functools.partial(mock_envs.ExitEnv, at=1, code=3), 3),
-    (functools.partial(mock_envs.SegfaultEnv, at=1), -signal.SIGSEGV)])
-def test_dead_worker_is_reported_with_exit_code(ctor, exitcode):
-  env = ExternalProcess(ctor, index=5)
+@pytest.mark.parametrize("ctor, exitcode, context", [
+    (functools.partial(mock_envs.ExitEnv, at=1, code=3), 3, "spawn"),
+    (functools.partial(mock_envs.SegfaultEnv, at=1), -signal.SIGSEGV, "spawn"),
+    (functools.partial(mock_envs.SegfaultEnv, at=1), -signal.SIGSEGV, "forkserver")])
+def test_dead_worker_is_reported_with_exit_code(ctor, exitcode, context):
+  env = ExternalProcess(ctor, index=5, context=context)
   env.reset()
   with pytest.raises(EnvWorkerDied) as info:
     env.step(0)
@@ -119,8 +121,11 @@ def test_close_is_idempotent_and_leaves_no_process():
 
 
 def test_bad_arguments_fail_early_with_clear_messages():
-  with pytest.raises(TypeError, match="cannot be pickled"):
-    ExternalProcess(lambda: mock_envs.DurationEnv())
+  lock = threading.Lock()
+  with pytest.raises(TypeError, match=r"constructor of environment 4, .* cannot be sent .*lock"):
+    ExternalProcess(lambda: lock and mock_envs.DurationEnv(), index=4)
+  with pytest.raises(TypeError, match="must be a callable or an env id"):
+    ExternalProcess(3)
   with pytest.raises(ValueError, match="CartPole-v1"):
     ExternalProcess("CartPol-v1")
   with pytest.raises(ValueError, match="spawn"):

@@ -4,7 +4,9 @@ Why processes: a Python environment holds the GIL while it steps, so threads wou
 one environment at a time. Why never ``fork``: JAX (with its thread pools) may already be
 loaded in the parent, and forking a process that has live threads can deadlock the child.
 Workers therefore start with ``spawn`` (a fresh interpreter) or ``forkserver`` (forked from
-a clean server process that never loaded JAX).
+a clean server process that never loaded JAX), through ``batchrl.envs.launch``: they never
+re-run the user's main module, and constructors travel by value (cloudpickle), so lambdas,
+closures and classes of a script or notebook work as with ``gymnasium.vector``.
 
 Wire format: every message is ``HEADER`` (kind, request id) followed by an optional pickled
 body. Request ids grow by one per request, so a late reply (say, to a step that timed out)
@@ -19,18 +21,17 @@ is recognised and dropped instead of being taken as the answer to a later reques
 from __future__ import annotations
 
 import difflib
-import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import signal
 import struct
 import sys
-import threading
 import time
 import traceback
 import weakref
 from typing import Any, Callable, NamedTuple
+
+from batchrl.envs import launch
 
 HEADER = struct.Struct("<BQ")  # (message kind, request id)
 
@@ -39,13 +40,12 @@ ACCESS, CALL, STEP, RESET, CLOSE, ATTACH, RESTART = 1, 2, 3, 4, 5, 6, 7
 # Replies (worker -> parent). READY always carries request id 0.
 READY, RESULT, EXCEPTION = 101, 102, 103
 
+# Requests whose bodies may hold the user's own objects (call arguments, reset options).
+_BY_VALUE = frozenset((CALL, RESET))
 KIND_NAMES = {ACCESS: "attribute access", CALL: "call", STEP: "step", RESET: "reset",
               CLOSE: "close", ATTACH: "shared-memory attach", RESTART: "restart",
               READY: "start-up"}
-CONTEXTS = ("spawn", "forkserver")
-# Modules a forkserver imports once, so that every worker forked from it starts warm.
-# Deliberately light: never JAX.
-_FORKSERVER_PRELOAD = ["numpy", "gymnasium", "batchrl.envs.process", "batchrl.envs.batch"]
+CONTEXTS = launch.CONTEXTS
 
 
 class EnvError(RuntimeError):
@@ -150,33 +150,19 @@ def check_env_id(env_id: str) -> None:
 
 
 def check_constructor(constructor) -> None:
-  """Fails early, in the parent, for constructors a spawned worker could not receive."""
+  """Raises for what is neither a callable nor a registered env id (sending is checked by
+  ``launch.pack_constructors``, which says why a constructor cannot travel)."""
   if isinstance(constructor, str):
     check_env_id(constructor)
     return
   if not callable(constructor):
     raise TypeError(f"an environment constructor must be a callable or an env id string, "
                     f"got {type(constructor).__name__}: {constructor!r}")
-  try:
-    pickle.dumps(constructor)
-  except Exception as exc:  # pickle raises PicklingError, AttributeError or TypeError
-    raise TypeError(
-        f"environment constructor {constructor!r} cannot be pickled for a worker process "
-        f"({type(exc).__name__}: {exc}). Use a module-level function, a functools.partial "
-        "of one, or an env id string; lambdas and nested functions cannot be sent to a "
-        "spawned process.") from exc
 
 
-def get_context(context: str):
-  """The multiprocessing context for ``context`` ('spawn' or 'forkserver'; never fork)."""
-  if context not in CONTEXTS:
-    raise ValueError(f"context must be one of {CONTEXTS} (fork is unsafe once JAX is loaded), "
-                     f"got {context!r}")
-  ctx = multiprocessing.get_context(context)
-  if context == "forkserver":
-    # Only effective before the server starts (the first forkserver process of this run).
-    ctx.set_forkserver_preload(_FORKSERVER_PRELOAD)
-  return ctx
+def get_context(context: str) -> str:
+  """Validates a start method: 'spawn' or 'forkserver' (never fork)."""
+  return launch.check_context(context)
 
 
 def check_timeout(value, name: str = "timeout") -> float:
@@ -189,11 +175,18 @@ def check_timeout(value, name: str = "timeout") -> float:
 # Messages.
 
 
-def encode(kind: int, rid: int, body: Any = None) -> bytes:
+def encode(kind: int, rid: int, body: Any = None, by_value: bool = False) -> bytes:
+  """One message. ``by_value`` for bodies that may hold the user's own objects (arguments of
+  ``call``, reset options): a worker has no ``__main__`` of the user's to find them in."""
   header = HEADER.pack(kind, rid)
   if body is None:
     return header
-  return header + pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+  if by_value:
+    return header + launch.dumps(body)
+  try:
+    return header + pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+  except Exception:  # e.g. an instance of a class that reached this worker by value
+    return header + launch.dumps(body)
 
 
 _FRAME = struct.Struct("!i")  # multiprocessing.Connection's length prefix
@@ -211,6 +204,31 @@ def send_bytes(conn, data: bytes) -> None:
     view = view[os.write(fd, view):]
 
 
+def recv_bytes(conn) -> bytes:
+  """``conn.recv_bytes()`` without Connection's Python overhead (same framing): one read()
+  for the length, one for the message. EOFError when the other end is gone."""
+  fd = conn.fileno()
+  size = _FRAME.unpack(_read_exactly(fd, _FRAME.size))[0]
+  if size == -1:  # Connection's escape for messages over 2 GiB
+    size = struct.unpack("!Q", _read_exactly(fd, 8))[0]
+  return _read_exactly(fd, size)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+  data = os.read(fd, size)
+  if len(data) == size:
+    return data
+  parts = [data]
+  size -= len(data)
+  while data and size:
+    data = os.read(fd, size)
+    parts.append(data)
+    size -= len(data)
+  if size:
+    raise EOFError("the other end of the pipe is gone")
+  return b"".join(parts)
+
+
 def decode(data: bytes) -> tuple[int, int, Any]:
   kind, rid = HEADER.unpack_from(data)
   body = pickle.loads(data[HEADER.size:]) if len(data) > HEADER.size else None
@@ -219,24 +237,6 @@ def decode(data: bytes) -> tuple[int, int, Any]:
 
 # ---------------------------------------------------------------------------------------
 # Worker side.
-
-
-def prepare_worker() -> None:
-  """Common start-up of every worker process."""
-  # Ctrl-C reaches the whole process group; the parent handles it and closes us. A worker
-  # that died of KeyboardInterrupt mid-step would only add a second, confusing traceback.
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-  parent = multiprocessing.parent_process()
-  sentinel = getattr(parent, "sentinel", None)
-  if sentinel is not None:
-    # A worker stuck inside a hung env never reads EOF on its pipe; this watchdog ends it
-    # when the parent is gone, even if the parent was killed without closing anything.
-    threading.Thread(target=_exit_when_orphaned, args=(sentinel,), daemon=True).start()
-
-
-def _exit_when_orphaned(sentinel) -> None:
-  multiprocessing.connection.wait([sentinel])
-  os._exit(1)
 
 
 def send_exception(conn, rid: int, index: int | None = None) -> None:
@@ -253,11 +253,10 @@ def send_result(conn, rid: int, value: Any) -> None:
   send_bytes(conn, data)
 
 
-def _serve_env(conn, constructor) -> None:
-  """Worker loop of an ExternalProcess: one env, requests answered in order."""
-  prepare_worker()
+def serve_env(conn, packed: bytes) -> None:
+  """Worker main of an ExternalProcess: one env, requests answered in order."""
   try:
-    env = make_env(constructor)
+    env = make_env(pickle.loads(packed)[0])
   except Exception:
     send_exception(conn, 0)
     conn.close()
@@ -273,11 +272,13 @@ def _serve_env(conn, constructor) -> None:
 
 def _serve_requests(conn, env) -> None:
   while True:
-    kind, rid, body = decode(conn.recv_bytes())
+    data = recv_bytes(conn)
+    kind, rid = HEADER.unpack_from(data)
     if kind == CLOSE:  # the env is closed by the caller's `finally`
       conn.send_bytes(encode(RESULT, rid, (None,)))
       return
-    try:
+    try:  # a body that cannot be unpickled here is this request's error, not the worker's
+      body = pickle.loads(data[HEADER.size:]) if len(data) > HEADER.size else None
       value = _handle_request(env, kind, body)
     except Exception:
       send_exception(conn, rid)
@@ -351,16 +352,11 @@ class WorkerHandle:
   """
 
   def __init__(self, target, args: tuple, *, context: str = "spawn", index: int | None = None,
-               timeout: float = 60.0, start_timeout: float = 120.0, name: str = "batchrl-env"):
-    ctx = get_context(context)
+               timeout: float = 60.0, start_timeout: float = 120.0):
     self.index = index
     self.timeout = check_timeout(timeout)
     self.start_timeout = check_timeout(start_timeout, "start_timeout")
-    self.conn, child_conn = ctx.Pipe()
-    self.process = ctx.Process(target=target, args=(child_conn, *args), name=name, daemon=True)
-    self.process.start()
-    # Only the child may hold its end, so that the child's death shows here as EOF at once.
-    child_conn.close()
+    self.process, self.conn = launch.start(target, args, get_context(context))
     self._finalizer = weakref.finalize(self, _shutdown, self.process, self.conn, 1.0)
     self._next_rid = 1
     self._pending: dict[int, str] = {}  # rid -> what it asked, for messages
@@ -394,7 +390,7 @@ class WorkerHandle:
     rid = self._next_rid
     self._next_rid += 1
     self._pending[rid] = KIND_NAMES.get(kind, str(kind))
-    self.send_bytes(encode(kind, rid, body))
+    self.send_bytes(encode(kind, rid, body, by_value=kind in _BY_VALUE))
     return rid
 
   def send_bytes(self, data: bytes) -> None:
@@ -422,7 +418,7 @@ class WorkerHandle:
     For callers that poll several workers at once and know this pipe is readable.
     """
     try:
-      kind, got, body = decode(self.conn.recv_bytes())
+      kind, got, body = decode(recv_bytes(self.conn))
     except (EOFError, OSError) as exc:
       raise self.died(self._pending.get(rid, "request")) from exc
     if got == rid:
@@ -443,7 +439,7 @@ class WorkerHandle:
       remaining = deadline - time.monotonic()
       try:
         ready = self.conn.poll(max(remaining, 0.0))
-        data = self.conn.recv_bytes() if ready else None
+        data = recv_bytes(self.conn) if ready else None
       except (EOFError, OSError) as exc:
         raise self.died(during) from exc
       if data is None:
@@ -524,8 +520,9 @@ class ExternalProcess:
   """One environment in its own process; attribute access and method calls are forwarded.
 
   Args:
-    constructor: a picklable zero-argument callable returning the env (a module-level
-      function or a ``functools.partial`` of one), or a gymnasium env id string.
+    constructor: a zero-argument callable returning the env (a function, lambda, closure or
+      class, from a module, a script or a notebook: it is sent by value with cloudpickle),
+      or a gymnasium env id string.
     timeout: seconds to wait for any single reply before EnvWorkerTimeout.
     context: 'spawn' or 'forkserver'.
     index: the env's index, named in every error (e.g. its place in a batch).
@@ -539,10 +536,10 @@ class ExternalProcess:
   def __init__(self, constructor, timeout: float = 60.0, context: str = "spawn", *,
                index: int | None = None, start_timeout: float = 120.0):
     check_constructor(constructor)
+    packed = launch.pack_constructors([constructor], [index])
     self.index = index
-    self._worker = WorkerHandle(
-        _serve_env, (constructor,), context=context, index=index, timeout=timeout,
-        start_timeout=start_timeout, name=f"batchrl-env-{'x' if index is None else index}")
+    self._worker = WorkerHandle(serve_env, (packed,), context=context, index=index,
+                                timeout=timeout, start_timeout=start_timeout)
     self._spaces: dict[str, Any] = {}
     self._closed = False
 
