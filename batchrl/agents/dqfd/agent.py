@@ -239,8 +239,7 @@ def update(config: DQFDConfig, exploration, state: DQFDState) -> tuple[DQFDState
   parameters and optimizer state go through the ``lax.cond`` of the gate."""
   base = state.dqn
   online = dqn.memory_of(config, base.info)
-  ready = (base.num_steps >= config.first_update) & (online.size(base.memory)
-                                                     >= config.batch_size)
+  ready = dqn.update_ready(config, online.size(base.memory), base.num_steps)
   demo_count = demo_batch_size(config)
   key, step_key = jax.random.split(base.key)
 
@@ -248,10 +247,8 @@ def update(config: DQFDConfig, exploration, state: DQFDState) -> tuple[DQFDState
     params, opt_state, mstate, dstate = carry
     current = state._replace(dqn=base._replace(memory=mstate), demo=dstate)
     parts = _sample_parts(config, current, k, config.batch_size - demo_count, demo_count)
-    shapes = jax.eval_shape(functools.partial(gradient_step, config, current.dqn, parts),
-                            params, opt_state)
-
     learn = functools.partial(gradient_step, config, current.dqn, parts)
+    shapes = jax.eval_shape(learn, params, opt_state)
 
     def skip(p, o):
       return (p, o) + tuple(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[2:]))
@@ -270,14 +267,7 @@ def update(config: DQFDConfig, exploration, state: DQFDState) -> tuple[DQFDState
   (params, opt_state, mstate, dstate), metrics = jax.lax.scan(
       one, (base.params, base.opt_state, base.memory, state.demo), keys)
   metrics = jax.tree.map(jnp.mean, metrics)
-  period = base.num_steps // config.target_update_frequency
-  sync = ready & (period > base.last_sync)
-  synced = losses.soft_update(base.target_params, params, config.update_target_weight)
-  target = jax.tree.map(lambda new, old: jnp.where(sync, new, old), synced, base.target_params)
-  base = base._replace(
-      params=params, target_params=target, opt_state=opt_state, memory=mstate, key=key,
-      pending=jnp.int32(0), num_updates=base.num_updates + ready.astype(jnp.int32),
-      last_sync=jnp.where(sync, period, base.last_sync))
+  base, sync = dqn.finish_update(config, base, ready, params, opt_state, mstate, key)
   metrics.update(epsilon=dqn.epsilon(exploration, base.num_steps),
                  memory_size=online.size(mstate).astype(jnp.float32),
                  demo_memory_size=demo_memory_of(config).size(dstate).astype(jnp.float32),

@@ -248,14 +248,35 @@ def update(config: DQNConfig, exploration, state: DQNState) -> tuple[DQNState, d
   """``repeat_update`` gradient steps (once ``first_update`` steps and a batch are stored),
   priorities from their TD errors, then the target update when it is due."""
   memory = memory_of(config, state.info)
-  ready = (state.num_steps >= config.first_update) & (memory.size(state.memory)
-                                                      >= config.batch_size)
+  ready = update_ready(config, memory.size(state.memory), state.num_steps)
+  key, params, opt_state, mstate, metrics = gated_steps(
+      config, memory, state, ready, functools.partial(gradient_step, config))
+  state, sync = finish_update(config, state, ready, params, opt_state, mstate, key)
+  metrics.update(epsilon=epsilon(exploration, state.num_steps),
+                 memory_size=memory.size(mstate).astype(jnp.float32),
+                 learning=ready.astype(jnp.float32), target_synced=sync.astype(jnp.float32))
+  metrics.update(_priority_metrics(memory, mstate, state.num_steps))
+  return state, metrics
+
+
+def update_ready(config, stored, num_steps) -> jax.Array:
+  """Whether updates run: ``first_update`` steps seen and a whole batch stored."""
+  return (num_steps >= config.first_update) & (stored >= config.batch_size)
+
+
+def gated_steps(config, memory: Memory, state, ready, step):
+  """``repeat_update`` calls of ``step(state, key, params, opt_state) -> (params, opt_state,
+  index, |TD|, metrics)`` under the ``ready`` gate, each updating the priorities it drew.
+
+  Shared by DQN and NAF. The gate is a ``lax.cond`` over params and optimizer state only
+  (a cond over the memory would copy it on every call on CPU). Returns the next state key,
+  params, optimizer state, memory state and the metrics averaged over the steps.
+  """
   key, step_key = jax.random.split(state.key)
 
   def one(carry, k):
     params, opt_state, mstate = carry
-    current = state._replace(memory=mstate)
-    learn = functools.partial(gradient_step, config, current, k)
+    learn = functools.partial(step, state._replace(memory=mstate), k)
     shapes = jax.eval_shape(learn, params, opt_state)
     skip = lambda p, o: (p, o) + tuple(jax.tree.map(  # noqa: E731
         lambda s: jnp.zeros(s.shape, s.dtype), shapes[2:]))
@@ -267,7 +288,13 @@ def update(config: DQNConfig, exploration, state: DQNState) -> tuple[DQNState, d
   keys = jax.random.split(step_key, config.repeat_update)
   (params, opt_state, mstate), metrics = jax.lax.scan(
       one, (state.params, state.opt_state, state.memory), keys)
-  metrics = jax.tree.map(jnp.mean, metrics)
+  return key, params, opt_state, mstate, jax.tree.map(jnp.mean, metrics)
+
+
+def finish_update(config, state, ready, params, opt_state, mstate, key):
+  """The end of an update, shared by DQN, NAF and DQFD: the new parameters, the target
+  moved by ``update_target_weight`` when a ``target_update_frequency`` boundary passed since
+  the last sync, and the counters. Returns ``(state, synced)``."""
   period = state.num_steps // config.target_update_frequency
   sync = ready & (period > state.last_sync)
   synced = losses.soft_update(state.target_params, params, config.update_target_weight)
@@ -277,11 +304,7 @@ def update(config: DQNConfig, exploration, state: DQNState) -> tuple[DQNState, d
       params=params, target_params=target, opt_state=opt_state, memory=mstate, key=key,
       pending=jnp.int32(0), num_updates=state.num_updates + ready.astype(jnp.int32),
       last_sync=jnp.where(sync, period, state.last_sync))
-  metrics.update(epsilon=epsilon(exploration, state.num_steps),
-                 memory_size=memory.size(mstate).astype(jnp.float32),
-                 learning=ready.astype(jnp.float32), target_synced=sync.astype(jnp.float32))
-  metrics.update(_priority_metrics(memory, mstate, state.num_steps))
-  return state, metrics
+  return state, sync
 
 
 def _priority_metrics(memory: Memory, mstate: MemoryState, num_steps) -> dict:

@@ -36,6 +36,7 @@ import optax
 
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
+from batchrl.agents.dqn import agent as dqn_agent
 from batchrl.agents.dqn import losses
 from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
 from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
@@ -225,36 +226,13 @@ def gradient_step(config: NAFConfig, state: NAFState, key, params, opt_state):
 
 def update(config: NAFConfig, exploration, state: NAFState) -> tuple[NAFState, dict]:
   """``repeat_update`` gradient steps (once ``first_update`` steps and a batch are stored),
-  priorities from their TD errors, then the target update when it is due."""
+  priorities from their TD errors, then the target update when it is due (DQN's gate and
+  target sync)."""
   memory = memory_of(config, state.info)
-  ready = (state.num_steps >= config.first_update) & (memory.size(state.memory)
-                                                      >= config.batch_size)
-  key, step_key = jax.random.split(state.key)
-
-  def one(carry, k):
-    params, opt_state, mstate = carry
-    learn = functools.partial(gradient_step, config, state._replace(memory=mstate), k)
-    shapes = jax.eval_shape(learn, params, opt_state)
-    skip = lambda p, o: (p, o) + tuple(jax.tree.map(  # noqa: E731
-        lambda s: jnp.zeros(s.shape, s.dtype), shapes[2:]))
-    params, opt_state, index, errors, metrics = jax.lax.cond(ready, learn, skip, params,
-                                                             opt_state)
-    mstate = memory.update_priorities(mstate, index, errors, active=ready)
-    return (params, opt_state, mstate), metrics
-
-  keys = jax.random.split(step_key, config.repeat_update)
-  (params, opt_state, mstate), metrics = jax.lax.scan(
-      one, (state.params, state.opt_state, state.memory), keys)
-  metrics = jax.tree.map(jnp.mean, metrics)
-  period = state.num_steps // config.target_update_frequency
-  sync = ready & (period > state.last_sync)
-  synced = losses.soft_update(state.target_params, params, config.update_target_weight)
-  target = jax.tree.map(lambda new, old: jnp.where(sync, new, old), synced,
-                        state.target_params)
-  state = state._replace(
-      params=params, target_params=target, opt_state=opt_state, memory=mstate, key=key,
-      pending=jnp.int32(0), num_updates=state.num_updates + ready.astype(jnp.int32),
-      last_sync=jnp.where(sync, period, state.last_sync))
+  ready = dqn_agent.update_ready(config, memory.size(state.memory), state.num_steps)
+  key, params, opt_state, mstate, metrics = dqn_agent.gated_steps(
+      config, memory, state, ready, functools.partial(gradient_step, config))
+  state, sync = dqn_agent.finish_update(config, state, ready, params, opt_state, mstate, key)
   metrics.update(noise_scale=noise_scale(exploration, state.num_steps),
                  memory_size=memory.size(mstate).astype(jnp.float32),
                  learning=ready.astype(jnp.float32), target_synced=sync.astype(jnp.float32))
