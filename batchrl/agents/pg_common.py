@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from batchrl.agents import spaces
-from batchrl.agents.core import Transition
+from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo.networks import MLP, reset_carry
 from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.configs.base import ConfigError
@@ -619,3 +619,20 @@ def build_config(config_class: type, kwargs: dict, values: dict, network) -> Any
     raise
   except (TypeError, ValueError) as e:
     raise ConfigError(f"invalid {config_class.__name__} setting: {e}") from None
+
+
+def make_model(config, name: str, init, update) -> Model:
+  """The ``Model`` of a policy-gradient agent (VPG, TRPO): rollout acting and storing from
+  this module, ``init(config, key, spec)`` and ``update(config, state)`` its own;
+  ``period = config.rollout_length``."""
+  return Model(
+      init=lambda key, spec: init(config, key, spec),
+      act=lambda state, obs, key, deterministic=False: act(config, state, obs, key,
+                                                           deterministic),
+      store=lambda state, transition: store(config, state, transition),
+      update=lambda state: update(config, state),
+      ready=lambda state: state.step >= config.rollout_length,
+      track=lambda state, transition: track(config, state, transition),
+      period=config.rollout_length,
+      name=name,
+      summarize=lambda state: summarize(config, state))

@@ -31,17 +31,7 @@ def make_trpo(config: TRPOConfig | None = None) -> Model:
   config = TRPOConfig() if config is None else config
   if not isinstance(config, TRPOConfig):
     raise TypeError(f"make_trpo takes a TRPOConfig, got {type(config).__name__}.")
-  return Model(
-      init=lambda key, spec: init(config, key, spec),
-      act=lambda state, obs, key, deterministic=False: pg_common.act(
-          config, state, obs, key, deterministic),
-      store=lambda state, transition: pg_common.store(config, state, transition),
-      update=lambda state: update(config, state),
-      ready=lambda state: state.step >= config.rollout_length,
-      track=lambda state, transition: pg_common.track(config, state, transition),
-      period=config.rollout_length,
-      name="trpo",
-      summarize=lambda state: pg_common.summarize(config, state))
+  return pg_common.make_model(config, "trpo", init, update)
 
 
 def init(config: TRPOConfig, key: jax.Array, spec: EnvSpec) -> PGState:

@@ -30,17 +30,7 @@ def make_vpg(config: VPGConfig | None = None) -> Model:
   config = VPGConfig() if config is None else config
   if not isinstance(config, VPGConfig):
     raise TypeError(f"make_vpg takes a VPGConfig, got {type(config).__name__}.")
-  return Model(
-      init=lambda key, spec: init(config, key, spec),
-      act=lambda state, obs, key, deterministic=False: pg_common.act(
-          config, state, obs, key, deterministic),
-      store=lambda state, transition: pg_common.store(config, state, transition),
-      update=lambda state: update(config, state),
-      ready=lambda state: state.step >= config.rollout_length,
-      track=lambda state, transition: pg_common.track(config, state, transition),
-      period=config.rollout_length,
-      name="vpg",
-      summarize=lambda state: pg_common.summarize(config, state))
+  return pg_common.make_model(config, "vpg", init, update)
 
 
 def optimizer(config: VPGConfig) -> optax.GradientTransformation:
