@@ -1,7 +1,8 @@
 """The ``batchrl`` command: ``train``, ``visualize``, ``configs``, ``run`` and ``plot``.
 
     batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
-                  [--set key=value ...]
+                  [--set key=value ...] [--ray [--address ADDR] [--runners N]
+                  [--envs-per-runner M] [--max-restarts R] [--runner-timeout S]]
     batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
                       [--checkpoint PATH] [--allow-untrained]
     batchrl configs [NAME]
@@ -37,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="KEY=VALUE", help="override a config field (repeatable)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")
   train.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
+  _add_ray_arguments(train)
 
   vis = sub.add_parser("visualize", help="record videos of a trained run's policy")
   vis.add_argument("--logdir", required=True, help="the run directory (<T>-<config>)")
@@ -59,6 +61,36 @@ def _parser() -> argparse.ArgumentParser:
   plot.add_argument("--out", default="plot.png", help="image file to write (default "
                     "plot.png)")
   return parser
+
+
+def _add_ray_arguments(train) -> None:
+  ray = train.add_argument_group("distributed training on Ray (pip install \"batchrl[ray]\")")
+  ray.add_argument("--ray", action="store_true", help="step the envs in Ray actors (env "
+                   "runners); this process learns")
+  ray.add_argument("--address", help="join the Ray cluster whose head is at HOST:PORT (or "
+                   "'auto'); default: a local Ray instance under the run directory")
+  ray.add_argument("--runners", type=int, default=2, help="env runners (default 2)")
+  ray.add_argument("--envs-per-runner", type=int, metavar="M", help="envs per runner; the "
+                   "run then has runners x M envs (default: run.num_envs / runners)")
+  ray.add_argument("--max-restarts", type=int, default=5, help="runner replacements allowed "
+                   "before the run stops (default 5)")
+  ray.add_argument("--runner-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="a runner silent this long in one call is replaced (default 300)")
+
+
+def _ray_options(args):
+  """``RayOptions`` from the command line, or None without ``--ray``."""
+  given = [flag for flag, value in (("--address", args.address),
+                                    ("--envs-per-runner", args.envs_per_runner))
+           if value is not None]
+  if not args.ray:
+    if given:
+      raise UserInputError(f"{given[0]} only applies with --ray")
+    return None
+  from batchrl.distributed import RayOptions
+  return RayOptions(address=args.address, runners=args.runners,
+                    envs_per_runner=args.envs_per_runner, max_restarts=args.max_restarts,
+                    runner_timeout=args.runner_timeout)
 
 
 def _add_run_parser(sub) -> None:
@@ -87,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
   from batchrl.logging import setup_console_logging
   setup_console_logging()
   from batchrl.checkpoint import CheckpointError
+  from batchrl.errors import RunFailure
 
   try:
     if args.command == "train":
@@ -103,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     # keeps its traceback.
     print(f"batchrl {args.command}: error: {e}", file=sys.stderr)
     return 2
+  except RunFailure as e:  # the run could not go on (e.g. env runners kept failing)
+    print(f"batchrl {args.command}: error: {e}", file=sys.stderr)
+    return 1
   except BrokenPipeError:  # output piped into e.g. `head`, which closed early
     sys.stderr.close()
     return 0
@@ -130,9 +166,14 @@ def _train(args) -> int:
 
   _enable_compilation_cache()
   exp = configs.get(args.config)
+  ray = _ray_options(args)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
+  overrides += ray.overrides() if ray else []
   exp = configs.apply_overrides(exp, overrides)
   experiment.check_seeds(exp, args.seeds)
+  if ray:
+    from batchrl import distributed
+    ray = distributed.preflight(exp, ray, args.seeds)
   experiment.check_env(exp.run)
   run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
   existed = run_dir.exists()
@@ -141,7 +182,7 @@ def _train(args) -> int:
   try:
     result = experiment.train(exp, run_dir, seeds=args.seeds,
                               progress=not args.no_progress and sys.stderr.isatty(),
-                              use_tensorboard=not args.no_tensorboard)
+                              use_tensorboard=not args.no_tensorboard, ray=ray)
   except UserInputError:
     if not existed:
       experiment.remove_new_run(run_dir)

@@ -17,3 +17,8 @@ def missing_extra(what: str, extra: str, error: BaseException | None = None) -> 
   cause = f" ({error})" if error else ""
   return UserInputError(f"{what} needs an optional dependency that is not installed{cause}; "
                         f"install it with: pip install \"batchrl[{extra}]\"")
+
+
+class RunFailure(RuntimeError):
+  """A run that cannot go on for a reason outside the code (e.g. env runners that keep
+  dying); the CLI prints it in one line. The run's checkpoints are kept."""

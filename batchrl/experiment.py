@@ -41,8 +41,9 @@ def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
   return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
 
 
-def build_env(run: RunConfig):
-  """The batched in-graph env of a run: a gymnax ``VecEnv`` or an ``InGraphBatchEnv``."""
+def build_env(run: RunConfig, restart=None):
+  """The batched in-graph env of a run: a gymnax ``VecEnv`` or an ``InGraphBatchEnv``
+  (``restart``: the host ``BatchEnv``'s ``RestartPolicy``, None = failures raise)."""
   if run.backend == "gymnax":
     from batchrl.envs.jax_env import make_vec
     overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
@@ -52,7 +53,7 @@ def build_env(run: RunConfig):
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges)
   workers = min(run.num_workers, run.num_envs)
   host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
-                  timeout=run.timeout)
+                  timeout=run.timeout, restart=restart)
   return InGraphBatchEnv(host)
 
 
@@ -233,20 +234,14 @@ class Trainer:
 
   def restore(self) -> bool:
     """Loads the latest good checkpoint, if any; returns whether one was loaded."""
-    ckpt_dir = self.run_dir / "checkpoints"
-    if checkpoint.latest_step(ckpt_dir) is None:
+    if not restore_checkpoint(self):
       return False
-    self.sim, manifest = checkpoint.restore(ckpt_dir, self.sim)
-    self.iteration = int(manifest["counters"]["iteration"])
     if self.exp.run.backend != "gymnax":
       self.sim = self.restart(self.sim)  # host envs restarted: their state is not saved
-    log.info("Resumed %s at step %d (iteration %d).", self.run_dir, self.step, self.iteration)
     return True
 
   def save(self) -> None:
-    checkpoint.save(self.run_dir / "checkpoints", self.step, self.sim,
-                    config=self.exp.to_dict(), keep=self.exp.run.keep_checkpoints,
-                    counters={"iteration": self.iteration, "steps": self.step})
+    save_checkpoint(self)
 
   def train_phase(self, iterations: int) -> dict[str, Any]:
     start = time.perf_counter()
@@ -271,39 +266,73 @@ class Trainer:
     close_env(self.env)
 
 
-def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
-          progress: bool = True, use_tensorboard: bool = True) -> dict[str, Any]:
-  """Trains (or resumes) the run in ``run_dir``; returns the last eval metrics."""
-  from batchrl.logging import Progress, RunLogger
+def restore_checkpoint(trainer) -> bool:
+  """Loads the latest good checkpoint of ``trainer.run_dir`` into ``trainer.sim`` and
+  ``trainer.iteration`` (any trainer: local or distributed); whether there was one."""
+  ckpt_dir = trainer.run_dir / "checkpoints"
+  if checkpoint.latest_step(ckpt_dir) is None:
+    return False
+  trainer.sim, manifest = checkpoint.restore(ckpt_dir, trainer.sim)
+  trainer.iteration = int(manifest["counters"]["iteration"])
+  log.info("Resumed %s at step %d (iteration %d).", trainer.run_dir, trainer.step,
+           trainer.iteration)
+  return True
 
+
+def save_checkpoint(trainer) -> None:
+  """Checkpoints ``trainer.sim`` at ``trainer.step`` with the config and counters."""
+  checkpoint.save(trainer.run_dir / "checkpoints", trainer.step, trainer.sim,
+                  config=trainer.exp.to_dict(), keep=trainer.exp.run.keep_checkpoints,
+                  counters={"iteration": trainer.iteration, "steps": trainer.step})
+
+
+def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
+          progress: bool = True, use_tensorboard: bool = True,
+          ray: "RayOptions | None" = None) -> dict[str, Any]:
+  """Trains (or resumes) the run in ``run_dir``; returns the last eval metrics.
+
+  With ``ray`` (``batchrl.distributed.RayOptions``) the envs are stepped by Ray actors and
+  this process is the learner; reports, evaluations and checkpoints are the same.
+  """
+  if ray is not None:
+    from batchrl import distributed
+    with distributed.trainer_on_ray(exp, run_dir, ray, seeds) as trainer:
+      return _loop(trainer, progress, use_tensorboard)
   trainer = Trainer(exp, run_dir, seeds=seeds)
   try:
-    trainer.restore()
-    plan = trainer.plan
-    if trainer.iteration >= plan["total"]:
-      log.info("%s is already complete (step %d); nothing to train.", run_dir, trainer.step)
-      return {}
-    logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
-    bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
-                   enabled=progress)
-    last_eval: dict[str, Any] = {}
-    with logger:
-      while trainer.iteration < plan["total"]:
-        before = trainer.iteration
-        metrics = trainer.train_phase(plan["report"])
-        trainer.iteration += plan["report"]
-        final = trainer.iteration >= plan["total"]
-        _log(logger, bar, trainer.step, "train", metrics)
-        _log_summaries(logger, trainer.step, trainer.summarize(trainer.sim.agent_state))
-        if _due(before, trainer.iteration, plan["eval"], final):
-          last_eval = trainer.eval_phase()
-          _log(logger, bar, trainer.step, "eval", last_eval)
-        if _due(before, trainer.iteration, plan["checkpoint"], final):
-          trainer.save()
-    bar.close()
-    return last_eval
+    return _loop(trainer, progress, use_tensorboard)
   finally:
     trainer.close()
+
+
+def _loop(trainer, progress: bool, use_tensorboard: bool) -> dict[str, Any]:
+  """Alternates train phases with evaluations and checkpoints until the budget is spent."""
+  from batchrl.logging import Progress, RunLogger
+
+  trainer.restore()
+  plan, run_dir = trainer.plan, trainer.run_dir
+  if trainer.iteration >= plan["total"]:
+    log.info("%s is already complete (step %d); nothing to train.", run_dir, trainer.step)
+    return {}
+  logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
+  bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
+                 enabled=progress)
+  last_eval: dict[str, Any] = {}
+  with logger:
+    while trainer.iteration < plan["total"]:
+      before = trainer.iteration
+      metrics = trainer.train_phase(plan["report"])
+      trainer.iteration += plan["report"]
+      final = trainer.iteration >= plan["total"]
+      _log(logger, bar, trainer.step, "train", metrics)
+      _log_summaries(logger, trainer.step, trainer.summarize(trainer.sim.agent_state))
+      if _due(before, trainer.iteration, plan["eval"], final):
+        last_eval = trainer.eval_phase()
+        _log(logger, bar, trainer.step, "eval", last_eval)
+      if _due(before, trainer.iteration, plan["checkpoint"], final):
+        trainer.save()
+  bar.close()
+  return last_eval
 
 
 def _log_summaries(logger, step: int, summary: dict) -> None:
@@ -315,5 +344,17 @@ def _log_summaries(logger, step: int, summary: dict) -> None:
 
 def _log(logger, bar, step: int, phase: str, metrics: dict[str, Any]) -> None:
   logger.report(step, phase, metrics)
-  logger.scalars(phase, step, {k: v for k, v in metrics.items() if np.isscalar(v)})
-  bar.update(step, phase=phase, score=metrics.get("mean_score"))
+  logger.scalars(phase, step, {k: v for k, v in metrics.items()
+                               if np.isscalar(v) and not isinstance(v, str)})
+  logger.texts(phase, step, {k: v for k, v in metrics.items() if isinstance(v, str)})
+  bar.update(step, phase=_bar_label(phase, metrics), score=metrics.get("mean_score"))
+
+
+def _bar_label(phase: str, metrics: dict[str, Any]) -> str:
+  """The phase, and for distributed runs the runners' throughput and the parameter lag."""
+  rates = [v for k, v in metrics.items() if k.startswith("runner") and
+           k.endswith("/steps_per_second")]
+  if not rates:
+    return phase
+  return (f"{phase} [{len(rates)} runners {min(rates):,.0f}-{max(rates):,.0f} steps/s, "
+          f"lag {metrics.get('param_lag', 0):g}]")

@@ -117,6 +117,14 @@ class RunLogger:
         raise ValueError(f"scalar {name!r} must be a number, got {value!r}")
       self._writer.add_scalar(f"{phase}/{name}", float(value), int(step))
 
+  def texts(self, phase: str, step: int, values: Mapping[str, str]) -> None:
+    """TensorBoard text entries tagged ``phase/name`` (events such as runner restarts)."""
+    _check_phase(phase)
+    if self._writer is None:
+      return
+    for name, text in values.items():
+      self._writer.add_text(f"{phase}/{name}", str(text), int(step))
+
   def histograms(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
     """TensorBoard histograms tagged ``phase/name``; non-finite entries are left out."""
     _check_phase(phase)

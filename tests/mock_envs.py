@@ -11,6 +11,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 
 class DurationEnv(gym.Env):
@@ -172,3 +173,45 @@ def alive(pid: int) -> bool:
       return f.read().split(")")[-1].split()[0] != "Z"
   except FileNotFoundError:
     return False
+
+
+# Env-runner faults for the Ray tests (each runner is a process; they read these names from
+# the environment Ray was started with).
+HANG_FLAG = "BATCHRL_TEST_HANG_FLAG"  # a file: the step that finds it removes it and hangs
+RAISE_FLAG = "BATCHRL_TEST_RAISE_FLAG"  # a file: the step that finds it removes it and raises
+_process_steps = [0]
+
+
+class FaultyPendulum(PendulumEnv):
+  """Pendulum-v1 that hangs once when ``HANG_FLAG``'s file exists, raises once when
+  ``RAISE_FLAG``'s does, and kills its whole process after ``crash_after`` steps of that
+  process (if given)."""
+
+  def __init__(self, crash_after: int | None = None, **kwargs):
+    super().__init__(**kwargs)
+    self.crash_after = crash_after
+
+  def step(self, action):
+    _process_steps[0] += 1
+    if self.crash_after is not None and _process_steps[0] > self.crash_after:
+      os._exit(3)
+    if _take_flag(RAISE_FLAG):
+      raise RuntimeError("FaultyPendulum: planted failure")
+    if _take_flag(HANG_FLAG):
+      time.sleep(3600)
+    return super().step(action)
+
+
+def _take_flag(name: str) -> bool:
+  """Whether the file named by environment variable ``name`` existed (it is removed)."""
+  path = os.environ.get(name)
+  try:
+    os.remove(path) if path else None
+  except FileNotFoundError:
+    return False
+  return bool(path)
+
+
+gym.register("FaultyPendulum-v0", entry_point=FaultyPendulum, max_episode_steps=200)
+gym.register("CrashingPendulum-v0", entry_point=FaultyPendulum, max_episode_steps=200,
+             kwargs={"crash_after": 3000})

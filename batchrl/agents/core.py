@@ -76,6 +76,9 @@ class Model:
     summarize: optional ``(state) -> {"scalars": {...}, "histograms": {...}}`` of what is
       worth plotting about the state (normalizer statistics, recent actions...), for
       TensorBoard.
+    on_policy: whether ``update`` must only see experience from the current parameters
+      (PPO, VPG, TRPO). Replay agents (DQN, NAF, DQFD) set False: distributed drivers may
+      then act with parameters a few updates old and overlap acting with learning.
   """
 
   init: Callable[[jax.Array, EnvSpec], PyTree]
@@ -87,6 +90,7 @@ class Model:
   period: int | None = None
   name: str = "agent"
   summarize: Callable[[PyTree], dict] | None = None
+  on_policy: bool = True
 
   def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
     """Store the transition; update under ``lax.cond`` when a batch is ready.

@@ -93,6 +93,7 @@ def make_dqfd(config: DQFDConfig | None = None, name: str = "dqfd") -> Model:
       update=lambda state: update(config, exploration, state),
       ready=lambda state: state.dqn.pending >= config.update_frequency,
       period=config.update_frequency,
+      on_policy=False,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 

@@ -70,6 +70,7 @@ def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
       update=lambda state: update(config, exploration, state),
       ready=lambda state: state.pending >= config.update_frequency,
       period=config.update_frequency,
+      on_policy=False,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 

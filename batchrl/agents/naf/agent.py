@@ -76,6 +76,7 @@ def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
       update=lambda state: update(config, exploration, state),
       ready=lambda state: state.pending >= config.update_frequency,
       period=config.update_frequency,
+      on_policy=False,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 

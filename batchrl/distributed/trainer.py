@@ -1,0 +1,183 @@
+"""``DistributedTrainer``: the learner's half of a run on Ray, driven by ``experiment.train``.
+
+It offers what the local ``experiment.Trainer`` offers (``restore``, ``save``,
+``train_phase``, ``eval_phase``, ``summarize``, ``close``), so the same loop reports,
+evaluates and checkpoints both.
+
+One *round* is K iterations (``RayOptions.rounds_of``): the learner puts the shared leaves
+in Ray's object store once, each runner collects K·period steps of its M envs and returns
+them as numpy arrays, and the learner runs K iterations of stores + update on the
+concatenated ``[K, period, N·M]`` batch. On-policy agents (PPO, VPG, TRPO) use K = 1 and wait
+for every runner, so each update sees exactly the batch a local run with N×M envs makes,
+collected with the current parameters (``param_lag`` 0). Replay agents (DQN, NAF, DQFD)
+overlap: runners collect round r+1 with the parameters from before round r's updates while
+the learner learns on round r, so their experience is up to K updates old.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from batchrl.configs import Experiment
+from batchrl.configs.base import ConfigError
+from batchrl.distributed import learner
+from batchrl.distributed.options import RayOptions
+from batchrl.distributed.pool import RunnerPool
+from batchrl.distributed.runner import EnvRunner
+
+log = logging.getLogger("batchrl")
+
+
+def check(exp: Experiment, options: RayOptions, seeds: int | None) -> None:
+  """What a distributed run needs, checked before anything starts."""
+  if exp.run.backend != "gymnasium":
+    raise ConfigError(f"--ray runs host environments (run.backend='gymnasium'); "
+                      f"{exp.name!r} uses backend {exp.run.backend!r}, whose whole training "
+                      "loop is one compiled program on one device: train it without --ray.")
+  if seeds is not None:
+    raise ConfigError("--seeds and --ray cannot be combined (--seeds needs run.backend="
+                      "'gymnax').")
+  if exp.run.num_envs != options.runners * options.envs_per_runner:
+    raise ConfigError(f"run.num_envs={exp.run.num_envs} must equal runners x envs_per_runner "
+                      f"= {options.runners} x {options.envs_per_runner}.")
+
+
+def _runner_seed(seed: int, index: int, incarnation: int) -> int:
+  """Distinct seeds per runner and per replacement (a replacement must not replay the
+  episodes its predecessor saw)."""
+  return (seed * 1_000_003 + 7_919 * (index + 1) + 104_729 * incarnation) % (2**31 - 1)
+
+
+class DistributedTrainer:
+  """The learner of a run on Ray (see the module doc); ``ray`` must be initialised."""
+
+  def __init__(self, exp: Experiment, run_dir: Path, options: RayOptions):
+    import ray
+    from batchrl.experiment import build_agent, make_host_env
+    from batchrl.specs import EnvSpec
+
+    self.exp, self.run_dir, self.options, self.seeds = exp, Path(run_dir), options, None
+    self.agent = build_agent(exp)
+    if self.agent.period is None:
+      raise ConfigError(f"agent {exp.agent!r} has no fixed update period; --ray needs one.")
+    probe = make_host_env(exp.run.env, exp.run.max_length, exp.run.normalize_ranges)
+    self.spec = EnvSpec(probe.observation_space, probe.action_space, exp.run.num_envs)
+    probe.close()
+    self.steps_per_iteration = exp.run.num_envs * self.agent.period
+    from batchrl.experiment import schedule
+    self.plan = schedule(exp.run, self.steps_per_iteration)
+    self.rounds_of = _round_size(options, self.agent, self.plan["report"])
+    self.axes = learner.env_axes(self.agent, self.spec)
+    self.shared_index = learner.shared_index(self.agent, self.spec, self.axes)
+    self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
+    self._learn = learner.make_learn(self.agent)
+    summarize = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
+    self.summarize = jax.jit(summarize)
+    self.iteration = 0
+    remote = ray.remote(num_cpus=options.runner_cpus)(EnvRunner)
+    exp_dict = exp.to_dict()
+
+    def spawn(index: int, incarnation: int):
+      seed = _runner_seed(exp.run.seed, index, incarnation)
+      state = learner.runner_state(self.sim.agent_state, self.axes, index,
+                                   options.envs_per_runner)
+      return remote.remote(exp_dict, index, options.envs_per_runner, seed, state,
+                           self.shared_index)
+
+    self.pool = RunnerPool(spawn, options.runners, timeout=options.runner_timeout,
+                           start_timeout=options.start_timeout,
+                           max_restarts=options.max_restarts)
+    self._reported_restarts = 0
+
+  @property
+  def step(self) -> int:
+    return self.iteration * self.steps_per_iteration
+
+  # ------------------------------------------------------------------------- checkpoints
+
+  def restore(self) -> bool:
+    from batchrl.experiment import restore_checkpoint
+    return restore_checkpoint(self)
+
+  def save(self) -> None:
+    from batchrl.experiment import save_checkpoint
+    save_checkpoint(self)
+
+  # ------------------------------------------------------------------------- phases
+
+  def _shared(self):
+    import ray
+    return ray.put(learner.shared_values(self.sim, self.shared_index))
+
+  def _collect(self, version: int, rounds: int):
+    """Starts a collect on every runner with the current leaves; ``pool.finish`` waits."""
+    return self.pool.start("collect", self._shared(), version, rounds * self.agent.period)
+
+  def train_phase(self, iterations: int) -> dict[str, Any]:
+    """``iterations`` iterations (a multiple of ``rounds_of``) on the runners' experience;
+    the caller advances ``iteration``, as with the local ``Trainer``."""
+    from batchrl.experiment import summarize
+    start = time.perf_counter()
+    k = self.rounds_of
+    pending, infos, lags, runner_seconds = None, [], [], np.zeros(len(self.pool))
+    for done in range(0, iterations, k):
+      version = self.iteration + done  # updates made so far
+      answers = self.pool.finish(pending or self._collect(version, k))
+      batch = learner.gather([a["rollout"] for a in answers], k)
+      lags.append(version - answers[0]["version"])
+      runner_seconds += [a["seconds"] for a in answers]
+      # replay agents: the next round is collected while this one is learned from
+      last = done + k >= iterations
+      pending = None if self.agent.on_policy or last else self._collect(version, k)
+      self.sim, info = self._learn(self.sim, batch)
+      infos.append(jax.device_get(info))
+    metrics = summarize(jax.tree.map(lambda *x: np.concatenate(x), *infos))
+    seconds = max(time.perf_counter() - start, 1e-9)
+    metrics["steps_per_second"] = iterations * self.steps_per_iteration / seconds
+    metrics["param_lag"] = float(np.mean(lags))
+    per_runner = iterations * self.options.envs_per_runner * self.agent.period
+    for i, busy in enumerate(runner_seconds):
+      metrics[f"runner{i}/steps_per_second"] = per_runner / max(busy, 1e-9)
+    return {**metrics, **self._restart_metrics()}
+
+  def _restart_metrics(self) -> dict[str, Any]:
+    new = self.pool.restarts[self._reported_restarts:]
+    self._reported_restarts = len(self.pool.restarts)
+    out: dict[str, Any] = {"runner_restarts": len(self.pool.restarts)}
+    if new:
+      out["restart_reasons"] = "; ".join(f"runner {r.runner}: {r.reason}" for r in new)
+    return out
+
+  def eval_phase(self) -> dict[str, Any]:
+    """The deterministic policy on every runner's envs, episodes pooled."""
+    stats = self.pool.finish(self.pool.start("evaluate", self._shared()))
+    episodes = np.array([float(s["episodes"]) for s in stats])
+    metrics = {"episodes": float(episodes.sum())}
+    for name in ("mean_score", "mean_length"):
+      values = np.array([float(s[name]) for s in stats])
+      weights = np.where(np.isnan(values), 0.0, episodes)
+      metrics[name] = (float(np.sum(np.nan_to_num(values) * weights) / weights.sum())
+                       if weights.sum() else math.nan)
+    return metrics
+
+  def close(self) -> None:
+    self.pool.close()
+
+
+def _round_size(options: RayOptions, agent, report: int) -> int:
+  """K: 1 for on-policy agents; for replay agents ``refresh_every`` (or enough iterations
+  for about ``min_round_steps`` env steps per runner call), a divisor of ``report`` so every
+  round has the same length (one compiled program)."""
+  if agent.on_policy:
+    return 1
+  want = options.refresh_every or max(1, math.ceil(
+      options.min_round_steps / (options.envs_per_runner * agent.period)))
+  want = min(want, report)
+  return max(d for d in range(1, want + 1) if report % d == 0)
+

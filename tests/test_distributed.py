@@ -1,0 +1,240 @@
+"""Distributed training on Ray: what runners get, faults, errors, and a run that learns.
+
+The fault tests share one local Ray instance (2 CPUs, temp dir under the test's tmp dir) and
+drive a ``DistributedTrainer`` directly; the end-to-end test runs ``batchrl train --ray`` in
+subprocesses that start their own instances. Tests stop only the Ray processes they started.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from batchrl import cli, configs
+from batchrl.configs.base import ConfigError
+from batchrl.distributed import RayOptions, RunnerFailure, learner
+from batchrl.distributed.trainer import DistributedTrainer, _round_size
+from batchrl.specs import EnvSpec
+from tests import mock_envs
+
+ROOT = Path(__file__).resolve().parents[1]
+ray = pytest.importorskip("ray")
+
+
+def tiny(env: str = "Pendulum-v1", **run) -> configs.Experiment:
+  """Pendulum PPO with 4 envs and 32-step rollouts: quick to compile and to run."""
+  exp = configs.get("pendulum")
+  sets = {"run.env": env, "run.num_envs": 4, "run.steps": 1024, "run.report_every": 128,
+          "ppo.rollout_length": 32, "ppo.batch_size": 64, "ppo.update_epochs": 1,
+          **{f"run.{k}": v for k, v in run.items()}}
+  return configs.apply_overrides(exp, [f"{k}={v}" for k, v in sets.items()])
+
+
+# --------------------------------------------------------------------------- without Ray
+
+
+def test_options_are_checked():
+  with pytest.raises(ConfigError, match="runners must be an int >= 1"):
+    RayOptions(runners=0)
+  with pytest.raises(ConfigError, match="runner_timeout must be a number > 0"):
+    RayOptions(runner_timeout=0)
+  with pytest.raises(ConfigError, match="does not split evenly over 3 runners"):
+    RayOptions(runners=3).resolve(16)
+  assert RayOptions(runners=4).resolve(16).envs_per_runner == 4
+  assert RayOptions(runners=3, envs_per_runner=5).overrides() == ["run.num_envs=15"]
+
+
+def test_runners_get_their_envs_slice_and_the_parameters():
+  exp = tiny()
+  agent = configs.agent_model("ppo").make(exp.config)
+  import gymnasium as gym
+  spec = EnvSpec(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-1, 1, (1,)), 4)
+  axes = learner.env_axes(agent, spec)
+  shared = learner.shared_index(agent, spec, axes)
+  state = learner.init_sim(agent, spec, jax.random.key(0)).agent_state
+  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+  # the parameters and the observation normalizer travel; the optimizer state, the rollout
+  # buffer and the key do not
+  sent = {paths[i] for i in shared}
+  assert {p for p in paths if p.startswith(".params['policy']")} <= sent
+  assert all(p.startswith((".params", ".obs_stats")) for p in sent), sent
+  per_env = [i for i, a in enumerate(axes) if a is not None]
+  assert per_env, "the rollout buffer is per env"
+  leaves = jax.tree.leaves(state)
+  part = jax.tree.leaves(learner.runner_state(state, axes, 1, 2),
+                         is_leaf=lambda x: isinstance(x, learner.Placeholder))
+  for i in per_env:
+    want = np.take(np.asarray(leaves[i]), [2, 3], axis=axes[i])
+    np.testing.assert_array_equal(part[i], want)
+  assert all(isinstance(part[i], learner.Placeholder) for i in shared)
+
+
+def test_gather_joins_runners_along_the_env_axis():
+  from batchrl.simulation import Rollout
+  def rollout(value):  # [K*T=4, M=2]
+    x = np.full((4, 2), value, np.float32)
+    return Rollout(x, x > 0, x, x, {})
+  batch = learner.gather([rollout(1.0), rollout(2.0)], iterations=2)
+  assert batch.done.shape == (2, 2, 4)
+  np.testing.assert_array_equal(batch.transitions[0, 0], [1, 1, 2, 2])
+
+
+def test_replay_agents_collect_rounds_on_policy_agents_do_not():
+  ppo = configs.agent_model("ppo").make(tiny().config)
+  assert _round_size(RayOptions(envs_per_runner=2), ppo, report=10) == 1
+  dqn = configs.agent_model("dqn").make(configs.get("dqn_cartpole").config)
+  k = _round_size(RayOptions(envs_per_runner=4, min_round_steps=512), dqn, report=64)
+  assert 64 % k == 0 and k * 4 * dqn.period >= 512 or k == 64
+  assert _round_size(RayOptions(envs_per_runner=4, refresh_every=3), dqn, report=64) == 2
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
+  def run(*extra):
+    code = cli.main(["train", "--config", "pendulum", "--logdir", str(tmp_path), *extra])
+    return code, capsys.readouterr().err.strip()
+  code, err = run("--ray", "--address", "127.0.0.1:1")
+  assert code == 2 and "cannot reach a Ray cluster at 127.0.0.1:1" in err
+  assert len(err.splitlines()) == 1
+  code, err = run("--address", "127.0.0.1:1")
+  assert code == 2 and "--address only applies with --ray" in err
+  monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed
+  code, err = run("--ray")
+  assert code == 2 and 'pip install "batchrl[ray]"' in err
+  assert list(tmp_path.iterdir()) == []  # nothing left on disk
+
+
+# --------------------------------------------------------------------------- with Ray
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory):
+  """One local Ray instance (2 CPUs) for the fault tests; runners can import tests.*."""
+  from batchrl.distributed import cluster
+  base = tmp_path_factory.mktemp("ray")
+  flags = (mock_envs.HANG_FLAG, mock_envs.RAISE_FLAG)
+  saved = {k: os.environ.get(k) for k in ("PYTHONPATH", *flags)}
+  os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), saved["PYTHONPATH"]]))
+  os.environ[mock_envs.HANG_FLAG] = str(base / "hang")
+  os.environ[mock_envs.RAISE_FLAG] = str(base / "raise")
+  with cluster.connect(None, base / "tmp", num_cpus=2):
+    yield base
+  for key, value in saved.items():
+    if value is None:
+      os.environ.pop(key, None)
+    else:
+      os.environ[key] = value
+
+
+def make_trainer(tmp_path, exp, **options) -> DistributedTrainer:
+  options = RayOptions(runners=2, **{"start_timeout": 120.0, **options}).resolve(exp.run.num_envs)
+  return DistributedTrainer(exp, tmp_path, options)
+
+
+def runner_pid(trainer, index: int) -> int:
+  return ray.get(trainer.pool.actors[index].pid.remote())
+
+
+@pytest.mark.slow
+def test_killed_runner_is_replaced_and_every_step_counted(ray_session, tmp_path):
+  trainer = make_trainer(tmp_path, tiny("tests.mock_envs:FaultyPendulum-v0"))
+  try:
+    first = trainer.train_phase(2)
+    assert first["runner_restarts"] == 0 and first["param_lag"] == 0
+    victim = runner_pid(trainer, 1)
+    os.kill(victim, signal.SIGKILL)  # dies while the next rollout is being asked for
+    episodes = 0.0
+    for _ in range(8):  # 8 iterations x 128 steps: 1024 steps = 5 Pendulum episodes per env
+      metrics = trainer.train_phase(1)
+      episodes += metrics["episodes"]
+    assert [r.runner for r in trainer.pool.restarts] == [1]
+    assert "died" in trainer.pool.restarts[0].reason
+    assert metrics["runner_restarts"] == 1
+    assert runner_pid(trainer, 1) != victim
+    # every runner returned whole rollouts: 4 envs x 256 steps, no partial one mixed in
+    assert 4 <= episodes <= 20
+    assert trainer.eval_phase()["episodes"] == 4  # both runners evaluate after the restart
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
+def test_env_errors_restart_the_env_and_hung_runners_are_replaced(ray_session, tmp_path):
+  trainer = make_trainer(tmp_path, tiny("tests.mock_envs:FaultyPendulum-v0"),
+                         runner_timeout=3.0)
+  try:
+    trainer.train_phase(1)  # both runners started and compiled
+    (ray_session / "raise").touch()  # one env step raises: BatchEnv's restart policy
+    trainer.train_phase(1)
+    assert not (ray_session / "raise").exists() and trainer.pool.restarts == []
+    (ray_session / "hang").touch()  # the next step of some runner hangs for an hour
+    start = time.monotonic()
+    metrics = trainer.train_phase(2)
+    assert time.monotonic() - start < 90
+    assert len(trainer.pool.restarts) == 1
+    assert "no answer within 3 s" in trainer.pool.restarts[0].reason
+    assert "no answer within 3 s" in metrics["restart_reasons"]
+    assert not (ray_session / "hang").exists()
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
+def test_too_many_failures_stop_the_run_with_a_clear_error(ray_session, tmp_path):
+  # every runner process dies after 3000 env steps (750 steps of its 4 envs)
+  exp = tiny("tests.mock_envs:CrashingPendulum-v0", num_envs=8)
+  trainer = make_trainer(tmp_path, exp, max_restarts=1)
+  try:
+    trainer.train_phase(1)
+    trainer.save()
+    with pytest.raises(RunnerFailure, match=r"more than max_restarts=1 allows"):
+      for _ in range(40):
+        trainer.train_phase(1)
+    assert len(trainer.pool.restarts) == 2
+  finally:
+    trainer.close()
+  assert list((tmp_path / "checkpoints").iterdir())  # the last checkpoint is kept
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_cli_run_learns_and_resumes_after_the_driver_is_killed(tmp_path):
+  """Pendulum on 2 runners: the driver is killed after its first checkpoint; the same
+  command resumes and the run learns as a local one does (local: about -310 at 60k)."""
+  args = [sys.executable, "-m", "batchrl", "train", "--config", "pendulum", "--logdir",
+          str(tmp_path), "--timestamp", "T", "--ray", "--runners", "2", "--no-progress",
+          "--no-tensorboard", "--set", "run.steps=60000", "--set", "run.eval_every=60000",
+          "--set", "run.checkpoint_every=20000"]
+  run_dir = tmp_path / "T-pendulum"
+  home_token = (Path.home() / ".ray").exists()
+  first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+  try:
+    deadline = time.monotonic() + 240
+    while not list((run_dir / "checkpoints").glob("ckpt-*")) and time.monotonic() < deadline:
+      assert first.poll() is None, first.stdout.read().decode()
+      time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+  finally:
+    if first.poll() is None:
+      first.kill()
+  done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=400)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Resuming" in done.stderr and "Resumed" in done.stderr
+  from batchrl.logging import read_metrics
+  records = read_metrics(run_dir)
+  final = [r for r in records if r["phase"] == "eval"][-1]
+  assert final["step"] >= 60000 and final["mean_score"] > -500, final
+  steps = [r["step"] for r in records if r["phase"] == "train"]
+  assert steps == sorted(set(steps))  # the resumed run did not repeat or skip reports
+  assert (Path.home() / ".ray").exists() == home_token  # nothing written to the home dir
+  from batchrl.distributed.cluster import processes_under
+  assert processes_under(run_dir / "ray") == []  # the killed run's leftovers were stopped
