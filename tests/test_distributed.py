@@ -186,6 +186,25 @@ def test_env_errors_restart_the_env_and_hung_runners_are_replaced(ray_session, t
 
 
 @pytest.mark.slow
+def test_replay_agent_streams_rounds_with_bounded_lag(ray_session, tmp_path):
+  exp = configs.apply_overrides(configs.get("dqn_cartpole"), [
+      "run.num_envs=4", "run.report_every=512", "dqn.first_update=64"])
+  trainer = make_trainer(tmp_path, exp, refresh_every=4)
+  try:
+    k, period = trainer.rounds_of, trainer.agent.period
+    assert k == 4
+    iterations = 512 // (4 * period)
+    metrics = trainer.train_phase(iterations)
+    # round 1 acted with the first parameters; later rounds were collected while the
+    # learner made the previous round's k updates
+    rounds = iterations // k
+    assert metrics["param_lag"] == pytest.approx(k * (rounds - 1) / rounds)
+    assert metrics["memory_size"] == 512  # every collected step reached the memory
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
 def test_too_many_failures_stop_the_run_with_a_clear_error(ray_session, tmp_path):
   # every runner process dies after 3000 env steps (750 steps of its 4 envs)
   exp = tiny("tests.mock_envs:CrashingPendulum-v0", num_envs=8)
