@@ -17,6 +17,7 @@ call is made per step. Runners that die, raise or hang are replaced (``pool.Runn
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from pathlib import Path
 from typing import Iterator
@@ -46,8 +47,9 @@ def trainer_on_ray(exp, run_dir, options: RayOptions, seeds: int | None = None) 
   from batchrl.distributed import cluster, trainer
 
   options = preflight(exp, options, seeds)
+  # a local instance must fit every runner, even on a machine with fewer cores
   cpus = options.local_cpus or max(os.cpu_count() or 1,
-                                   int(-(-options.runners * options.runner_cpus // 1)))
+                                   math.ceil(options.runners * options.runner_cpus))
   with cluster.connect(options.address, Path(run_dir) / "ray", cpus):
     learner = trainer.DistributedTrainer(exp, Path(run_dir), options)
     try:

@@ -135,8 +135,11 @@ def connect(address: str | None, temp_dir: Path, num_cpus: int) -> Iterator[obje
         ray.init(address=address, log_to_driver=False, configure_logging=True,
                  logging_level=logging.WARNING)
       except (ConnectionError, RuntimeError) as e:
-        raise UserInputError(f"cannot join the Ray cluster at {address}: "
-                             f"{str(e).splitlines()[0]}") from None
+        raise UserInputError(
+            f"cannot join the Ray cluster at {address}: {str(e).splitlines()[0]}. If the "
+            "cluster uses token authentication (the default of `ray start --head`), give "
+            "this process the head's token: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or "
+            "RAY_AUTH_TOKEN_PATH).") from None
     yield ray
   finally:
     if ray.is_initialized():

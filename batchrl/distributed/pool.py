@@ -57,7 +57,7 @@ def describe_failure(error: BaseException) -> str:
 
 
 class RunnerPool:
-  """N actors made by ``spawn(index, seed_offset)``; see the module doc.
+  """N actors made by ``spawn(index, incarnation)``; see the module doc.
 
   Args:
     spawn: makes runner ``index``'s actor; ``incarnation`` counts its replacements.
