@@ -1,8 +1,11 @@
 """VPG: the REINFORCE gradient against a hand derivation, the variance a 'states' baseline
 removes, the three baseline modes and baseline networks, config and key errors, both space
-layouts, the JSON example through Agent.create, checkpoints and (small budget, then marked
-slow) learning with the fused driver. Compiled programs are shared per module."""
+layouts, the JSON example through Agent.create, checkpoints, (small budget, then marked
+slow) learning with the fused driver, and batches of whole episodes (the update gate, the
+mask, the carried tails, cut episodes, no step dropped). Compiled programs are shared per
+module."""
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -170,6 +173,12 @@ def test_baseline_modes_and_networks():
     (dict(baseline_mode="state"), "baseline_mode"),
     (dict(network=json.dumps([{"type": "lstm", "size": 8}]), baseline_mode="network"),
      "baseline_mode='network' needs a feed-forward"),
+    (dict(batch_unit="episode"), r"batch_unit.*Literal\['timesteps', 'episodes'\]"),
+    (dict(batch_unit="episodes", batch_episodes=0, max_episode_timesteps=9),
+     "batch_episodes must be an int >= 1 with batch_unit='episodes'"),
+    (dict(batch_unit="episodes", batch_episodes=4),
+     "max_episode_timesteps must be an int >= 1 .*the longest episode"),
+    (dict(batch_episodes=4), "batch_episodes only applies with batch_unit='episodes'"),
 ])
 def test_config_errors_name_the_key(changes, message):
   with pytest.raises(ConfigError, match=message):
@@ -207,6 +216,12 @@ def test_tensorforce_keys_map_to_the_config():
                         CONTEXT)
   assert [layer["type"] for layer in json.loads(cnn.baseline_network)] == [
       "conv2d", "flatten", "dense"]
+  episodes = spec.vpg_config(dict(update={"unit": "episodes", "batch_size": 8},
+                                  max_episode_timesteps=200), CONTEXT)
+  assert (episodes.batch_unit, episodes.batch_episodes, episodes.max_episode_timesteps,
+          episodes.rollout_length) == ("episodes", 8, 200, 1024 // NUM_ENVS)
+  steps = spec.vpg_config(dict(update={"unit": "timesteps", "batch_size": 64}), CONTEXT)
+  assert (steps.batch_unit, steps.rollout_length) == ("timesteps", 64 // NUM_ENVS)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -216,6 +231,13 @@ def test_tensorforce_keys_map_to_the_config():
     (dict(baseline_optimizer={"type": "rmsprop"}), "baseline_optimizer must be 'adam'"),
     (dict(optimizer={"type": "adam", "learning_rate": 1e-3}, learning_rate=1e-2),
      "learning_rate is given twice"),
+    (dict(update={"unit": "episode", "batch_size": 4}), "Did you mean 'episodes'"),
+    (dict(update={"unit": "episodes", "size": 4}), r"unknown update keys \['size'\]"),
+    (dict(update={"unit": "episodes", "batch_size": 0}, max_episode_timesteps=9),
+     "update batch_size must be an int >= 1"),
+    (dict(update={"unit": "episodes", "batch_size": 4}), "need max_episode_timesteps"),
+    (dict(update={"unit": "episodes", "batch_size": 4}, batch_size=64),
+     "update and batch_size both"),
 ])
 def test_bad_object_api_keys_are_config_errors(kwargs, message):
   with pytest.raises(ConfigError, match=message):
@@ -334,3 +356,156 @@ def test_cartpole_reaches_475_within_500k_steps(cartpole):
     if best >= 475:
       break
   assert best >= 475
+
+
+# ------------------------------------------------------- batches of whole episodes
+# Two envs with fixed-length episodes (env 0: 3 steps, env 1: 4 steps, or 6 steps cut at
+# max_episode_timesteps=4), observations ``10 * env + t`` so buffer rows can be read back.
+
+EPISODES = VPGConfig(policy_layers=(), baseline_mode="none", normalize_rewards=False,
+                     rollout_length=2, discount=1.0, batch_unit="episodes", batch_episodes=2,
+                     max_episode_timesteps=4)
+EPISODE_SPEC = EnvSpec(gym.spaces.Box(-100, 100, (1,)), gym.spaces.Discrete(2), 2)
+W, B = np.array([[0.05, -0.02]]), np.array([0.1, -0.1])  # logits = W * obs + B
+
+
+@pytest.fixture(scope="module")
+def episode_agent():
+  agent = make_vpg(EPISODES)
+  once = jax.jit
+  state = once(lambda key: agent.init(key, EPISODE_SPEC))(jax.random.key(0))
+  state = state._replace(params={"policy": _with_leaves(state.params["policy"], {
+      "['kernel']": W, "['bias']": B})})
+  return agent, state, once(agent.store), once(agent.update)
+
+
+def _play(episode_agent, lengths, steps, state=None, learn=True):
+  """``steps`` steps of both envs, updating every 2 (with ``learn``); returns the state and
+  update metrics after each update (or the state after the last step). Actions alternate
+  0/1 in env 0 and are 0 in env 1."""
+  _, fresh, store, update = episode_agent
+  state = fresh if state is None else state
+  history = []
+  for t in range(steps):
+    obs = jnp.array([[t], [10 + t]], jnp.float32)
+    extras = {"raw_action": jnp.array([t % 2, 0], jnp.int32), "carry": ()}  # feed-forward
+    ended = jnp.array([(t + 1) % n == 0 for n in lengths])
+    state = store(state, Transition(obs, extras["raw_action"], jnp.ones(2), ended,
+                                    jnp.zeros(2, bool), obs + 1, extras))
+    if learn and t % 2 == 1:
+      state, metrics = update(state)
+      history.append((state, {k: float(v) for k, v in metrics.items()}))
+  return history if learn else state
+
+
+def _reinforce_loss(rows, returns, actions):
+  """``-mean(log pi(a|s) * G)`` in numpy over the given observations."""
+  logits = np.asarray(rows)[:, None] * W[0] + B
+  log_pi = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+  return -np.mean(log_pi[np.arange(len(rows)), actions] * np.asarray(returns))
+
+
+def test_episode_buffer_length_holds_every_wait_for_enough_episodes():
+  def length(n, envs, longest, steps, parts=1):
+    return pg_common.episode_buffer_length(dataclasses.replace(
+        EPISODES, batch_episodes=n, max_episode_timesteps=longest, rollout_length=steps,
+        baseline_minibatches=parts), envs)
+  assert length(2, 2, 4, 2) == 2 * 2 + 3  # 1 episode per env by 2 periods, + a 3-step tail
+  assert length(5, 2, 10, 4) == 8 * 4 + 9  # 3 per env: 30 steps -> 8 periods of 4
+  assert length(16, 16, 500, 64, parts=4) == 1012  # 8 * 64 + 499, rounded up to 4 parts
+
+
+def test_episode_batches_learn_from_finished_episodes_and_carry_the_tails(episode_agent):
+  """By hand: after 2 steps nothing finished (wait); after 4 both envs finished one episode
+  (learn from rows 0-2 of env 0 and 0-3 of env 1, carry env 0's step 3); after 6 only env 0
+  finished another (wait); after 8 env 1 did too (learn, carry env 0's steps 6-7)."""
+  history = _play(episode_agent, (3, 4), 8)
+  learning = [m["learning"] for _, m in history]
+  assert learning == [0.0, 1.0, 0.0, 1.0]
+  assert [m["episodes_used"] for _, m in history] == [0.0, 2.0, 0.0, 2.0]
+  assert [m["steps_used"] for _, m in history] == [0.0, 7.0, 0.0, 7.0]
+  assert [m["steps_carried"] for _, m in history] == [4.0, 1.0, 5.0, 2.0]
+  assert [int(s.num_updates) for s, _ in history] == [0, 1, 1, 2]
+  fills = [np.asarray(s.episodes.fill).tolist() for s, _ in history]
+  assert fills == [[2, 2], [1, 0], [3, 2], [2, 0]]
+  obs = np.asarray(history[1][0].rollout.obs[..., 0])
+  assert obs[0, 0] == 3  # env 0's unfinished episode moved to the front
+  obs = np.asarray(history[3][0].rollout.obs[..., 0])
+  np.testing.assert_array_equal(obs[:2, 0], [6, 7])
+  # Waiting changes no parameter; learning uses exactly the 7 finished steps.
+  first = history[0][0].params["policy"]["heads"]["action"]["Dense_0"]
+  np.testing.assert_array_equal(first["kernel"], W.astype(np.float32))
+  expected = _reinforce_loss([0, 1, 2, 10, 11, 12, 13], [3, 2, 1, 4, 3, 2, 1],
+                             [0, 1, 0, 0, 0, 0, 0])
+  np.testing.assert_allclose(history[1][1]["policy_loss"], expected, rtol=1e-5)
+  np.testing.assert_allclose(history[1][1]["return_mean"], 16 / 7, rtol=1e-6)
+  assert history[1][1]["episodes_cut"] == 0.0
+
+
+def test_the_baseline_learns_only_from_masked_in_steps():
+  """One full-batch Adam step on ``[3, 2]`` steps with a mask equals the step on the
+  masked-in steps alone; masked-out targets are garbage."""
+  config = VPGConfig(baseline_layers=(4,), baseline_steps=1, rollout_length=3)
+  state = jax.eval_shape(lambda k: make_vpg(config).init(k, EnvSpec(
+      gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2)), jax.random.key(0))
+  nets = pg_common.make_networks(config, state.info)
+  mask = np.array([[True, True], [True, False], [False, False]])
+
+  @jax.jit
+  def both(key):
+    params = nets.init(key)["baseline"]
+    opt = pg_common.baseline_optimizer(config).init(params)
+    obs = jax.random.normal(jax.random.key(2), (3, 2, 3))
+    targets = jnp.where(mask, jax.random.normal(jax.random.key(3), (3, 2)), 1e3)
+    train = functools.partial(pg_common.train_baseline, config, nets, params, opt)
+    return (train(obs, targets, jax.random.key(4), jnp.asarray(mask)),
+            train(obs[mask][:, None], targets[mask][:, None], jax.random.key(4)))
+
+  masked, kept = both(jax.random.key(1))
+  for a, b in zip(jax.tree.leaves((masked[0], masked[2])), jax.tree.leaves((kept[0],
+                                                                           kept[2]))):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_episodes_longer_than_the_limit_are_cut_and_counted(episode_agent):
+  """Env 1's 6-step episodes are cut after max_episode_timesteps=4 steps: stored as
+  truncated (the return bootstraps there), counted, and learned from as an episode; the
+  rest of the env's episode is the next one."""
+  state = _play(episode_agent, (3, 6), 4, learn=False)
+  rollout = state.rollout
+  assert np.asarray(rollout.truncated[:4, 1]).tolist() == [False, False, False, True]
+  assert not np.any(np.asarray(rollout.terminated[:4, 1]))
+  assert int(state.episodes.cut) == 1 and np.asarray(state.episodes.length).tolist() == [1, 0]
+  state, metrics = episode_agent[3](state)
+  assert (metrics["episodes_cut"], metrics["episodes_used"], metrics["steps_used"]) == (
+      1.0, 2.0, 7.0)
+  assert int(state.episodes.cut) == 0
+  history = _play(episode_agent, (3, 6), 4, state=state)  # env 1's steps 4-5 end it
+  assert [m["episodes_used"] for _, m in history] == [0.0, 2.0]
+
+
+def test_cartpole_learns_from_whole_episodes_and_drops_no_step(cartpole):
+  """Fused CartPole, 16 episodes or more per update (no baseline: it compiles in half the
+  time and learns as fast here): every stored step is learned from
+  exactly once or still waits in the buffer, and so is every finished episode."""
+  env = cartpole[0]
+  config = dataclasses.replace(cartpole_fused(), batch_unit="episodes", batch_episodes=16,
+                               max_episode_timesteps=500, baseline_mode="none")
+  agent = make_vpg(config)
+  run_chunk = fused.make_run_chunk(env, agent)
+  sim, infos = fused.init_sim(env, agent, jax.random.key(0)), []
+  for _ in range(4):
+    sim, chunk = run_chunk(sim, CHUNK)
+    infos.append(jax.device_get(chunk))
+  infos = {k: np.concatenate([i[k] for i in infos]) for k in infos[0]}
+  state = sim.agent_state
+  stored = 4 * CHUNK * config.rollout_length * 16
+  assert infos["steps_used"].sum() + infos["steps_carried"][-1] == stored
+  waiting = int(pg_common.finished_episodes(state)[1])
+  assert infos["episodes_used"].sum() + waiting == infos["episodes"].sum()
+  assert infos["episodes_used"][infos["learning"] == 1].min() >= 16
+  assert int(state.num_updates) == infos["learning"].sum() >= 10
+  assert infos["episodes_cut"].sum() == 0
+  score = float(np.mean(infos["mean_score"][-CHUNK:]))
+  print(f"VPG CartPole, episode batches, 20k steps: training score {score:.0f}")
+  assert score >= 60

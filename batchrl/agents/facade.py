@@ -297,7 +297,8 @@ def build_runtime(spec: dict) -> Runtime:
   kinds = {str(k): _kind(v) for k, v in leaves.items()} if names else _kind(action_space)
   explorations = build_explorations(spec.get("exploration"), names, kinds)
   agent_type = registry.get(spec["type"])
-  context = registry.BuildContext(n, spec.get("network", "auto"), action_space)
+  context = registry.BuildContext(n, spec.get("network", "auto"), action_space,
+                                  spec.get("max_episode_timesteps"))
   model = agent_type.build(dict(spec.get("config") or {}), context)
   runtime = Runtime(spec, raw, processed, action_space, masks, stacks, reward_stack,
                     explorations, None)

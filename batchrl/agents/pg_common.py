@@ -17,6 +17,16 @@ Baselines (``baseline_mode``), as TensorForce had them:
 Layouts (``batchrl.agents.spaces``): 'flat' (Box observations, an MLP of ``policy_layers``)
 or 'tree' (any spaces, the torso built from the JSON ``network``; masks go to the heads).
 Both use the action heads of ``batchrl.networks.heads``.
+
+Batches in whole episodes (``VPGConfig.batch_unit='episodes'``; TRPO counts timesteps): the
+period stays ``rollout_length`` stores, but each env's column of the rollout holds
+``episode_buffer_length`` steps and is filled from its own ``EpisodeFill.fill``. An update
+learns only once ``batch_episodes`` episodes have finished (``finished_episodes``), masks
+out every step after each column's last finished episode (``Batch.mask``), and then moves
+each column's unfinished tail to its front (``carry_tails``): no episode is split between
+two updates or dropped. Episodes longer than ``max_episode_timesteps`` are cut there in
+``store`` (stored as truncated, so the returns bootstrap) and counted; the env goes on, and
+a recurrent policy replays the rest of that episode from its initial carry.
 """
 from __future__ import annotations
 
@@ -238,6 +248,14 @@ class Rollout(NamedTuple):
   next_obs: Any  # [T, B, ...] the observation each step led to (final one at episode ends)
 
 
+class EpisodeFill(NamedTuple):
+  """Where each env's column of an episode-counting rollout stands (``PGState.episodes``)."""
+
+  fill: jax.Array  # [B] int32 rows in use: the carried tail, then the steps stored since
+  length: jax.Array  # [B] int32 steps of each env's current episode stored so far
+  cut: jax.Array  # [] int32 episodes cut at max_episode_timesteps since the last update
+
+
 class PGState(NamedTuple):
   """Everything VPG / TRPO learn and remember; a pytree (checkpointable, vmappable)."""
 
@@ -254,14 +272,48 @@ class PGState(NamedTuple):
   num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
   key: jax.Array  # baseline minibatch shuffling
   info: SpaceInfo
+  episodes: Any = ()  # EpisodeFill when the batch counts episodes, else () (no leaves)
 
 
 def baseline_optimizer(config: PGConfig) -> optax.GradientTransformation:
   return optax.adam(config.baseline_learning_rate, eps=1e-5)
 
 
+def counts_episodes(config: PGConfig) -> bool:
+  """Whether the batch counts whole episodes (only ``VPGConfig`` has ``batch_unit``)."""
+  return getattr(config, "batch_unit", "timesteps") == "episodes"
+
+
+def episode_buffer_length(config: PGConfig, num_envs: int) -> int:
+  """Steps each env's column holds when the batch counts episodes.
+
+  With episodes of at most ``L = max_episode_timesteps`` steps (``store`` cuts longer ones)
+  a column of ``f`` steps that starts at an episode start holds at least ``f // L``
+  finished episodes. After a learning update each column keeps an unfinished tail of at
+  most ``L - 1`` steps; ``K = ceil(ceil(N / B) * L / T)`` periods of ``T = rollout_length``
+  steps later every column holds ``ceil(N / B)`` finished episodes, so the update learns
+  by then. ``K * T + L - 1`` steps therefore never overflow; rounded up to a multiple of
+  ``baseline_minibatches`` (which must divide the ``[C, B]`` batch).
+  """
+  steps, longest = config.rollout_length, config.max_episode_timesteps
+  per_env = -(-config.batch_episodes // num_envs)
+  periods = -(-per_env * longest // steps)
+  length = periods * steps + longest - 1
+  parts = config.baseline_minibatches
+  return -(-length // parts) * parts
+
+
+def buffer_length(config: PGConfig, num_envs: int) -> int:
+  """Rows of the rollout: ``rollout_length``, or ``episode_buffer_length`` for episodes."""
+  if counts_episodes(config):
+    return episode_buffer_length(config, num_envs)
+  return config.rollout_length
+
+
 def check_batch(config: PGConfig, info: SpaceInfo, name: str) -> None:
   """The baseline minibatches must divide the batch of ``rollout_length * num_envs``."""
+  if counts_episodes(config):
+    return  # episode_buffer_length is a multiple of baseline_minibatches
   total = config.rollout_length * info.num_envs
   if total % config.baseline_minibatches:
     raise ConfigError(f"{name}.baseline_minibatches ({config.baseline_minibatches}) must "
@@ -283,7 +335,7 @@ def init_state(config: PGConfig, key: jax.Array, spec: EnvSpec, name: str,
   opt_state = () if policy_optimizer is None else policy_optimizer.init(params["policy"])
   baseline_opt = (baseline_optimizer(config).init(params["baseline"])
                   if "baseline" in params else ())
-  steps, envs = config.rollout_length, info.num_envs
+  steps, envs = buffer_length(config, info.num_envs), info.num_envs
   per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
   zero_obs = spaces.zero_obs(info, (envs,))
   flags = jnp.zeros((steps, envs), jnp.bool_)
@@ -293,9 +345,11 @@ def init_state(config: PGConfig, key: jax.Array, spec: EnvSpec, name: str,
                     jax.tree.map(per_step, zero_obs))
   carry = nets.initial_carry(envs)
   zero = jnp.int32(0)
+  episodes = (EpisodeFill(jnp.zeros(envs, jnp.int32), jnp.zeros(envs, jnp.int32), zero)
+              if counts_episodes(config) else ())
   return PGState(params, opt_state, baseline_opt, spaces.obs_stats_init(info),
                  RunningStats.create(()), rollout, carry, carry, zero, zero, zero, state_key,
-                 info)
+                 info, episodes)
 
 
 # ----------------------------------------------------------------------------- act, store
@@ -327,7 +381,8 @@ def act(config: PGConfig, state: PGState, obs, key: jax.Array, deterministic: bo
 
 
 def store(config: PGConfig, state: PGState, transition: Transition) -> PGState:
-  """Writes one ``[B]`` transition at ``state.step``; updates the normalizers."""
+  """Writes one ``[B]`` transition at ``state.step`` (at each env's ``fill`` when the batch
+  counts episodes); updates the normalizers."""
   info = state.info
   obs = spaces.float_obs(info, transition.obs)
   row = Rollout(obs, transition.extras["raw_action"],
@@ -336,10 +391,14 @@ def store(config: PGConfig, state: PGState, transition: Transition) -> PGState:
                 jnp.asarray(transition.truncated, jnp.bool_),
                 spaces.float_obs(info, transition.next_obs))
   index = state.step % config.rollout_length
-  rollout = jax.tree.map(
-      lambda column, x: jax.lax.dynamic_update_index_in_dim(column, x.astype(column.dtype),
-                                                            index, 0),
-      state.rollout, row)
+  if counts_episodes(config):
+    rollout, episodes = _store_in_columns(config, state, row)
+    state = state._replace(episodes=episodes)
+  else:
+    rollout = jax.tree.map(
+        lambda column, x: jax.lax.dynamic_update_index_in_dim(
+            column, x.astype(column.dtype), index, 0),
+        state.rollout, row)
   start = jax.tree.map(lambda kept, c: jnp.where(index == 0, c, kept), state.rollout_carry,
                        state.carry)
   state = track(config, state, transition)
@@ -348,6 +407,47 @@ def store(config: PGConfig, state: PGState, transition: Transition) -> PGState:
       num_steps=state.num_steps + info.num_envs,
       obs_stats=spaces.obs_stats_update(state.obs_stats, obs),
       reward_stats=state.reward_stats.update(row.reward))
+
+
+def _store_in_columns(config: PGConfig, state: PGState, row: Rollout):
+  """``row`` ``[B]`` written at row ``fill[b]`` of each env's column; an episode reaching
+  ``max_episode_timesteps`` steps unfinished is cut (stored as truncated: bootstrapped)."""
+  episodes = state.episodes
+  length = episodes.length + 1
+  done = jnp.logical_or(row.terminated, row.truncated)
+  cut = jnp.logical_and(length >= config.max_episode_timesteps, jnp.logical_not(done))
+  row = row._replace(truncated=jnp.logical_or(row.truncated, cut))
+  envs = jnp.arange(episodes.fill.shape[0])
+  rollout = jax.tree.map(
+      lambda column, x: column.at[episodes.fill, envs].set(x.astype(column.dtype)),
+      state.rollout, row)
+  return rollout, EpisodeFill(episodes.fill + 1,
+                              jnp.where(jnp.logical_or(done, cut), 0, length),
+                              episodes.cut + jnp.sum(cut, dtype=jnp.int32))
+
+
+def finished_episodes(state: PGState) -> tuple[jax.Array, jax.Array]:
+  """``(ends[B], count[])``: per env column, the row after its last finished episode (0
+  when none finished), and the number of finished episodes in all columns."""
+  rollout = state.rollout
+  rows = jnp.arange(rollout.reward.shape[0])[:, None]
+  done = jnp.logical_or(rollout.terminated, rollout.truncated)
+  done = jnp.logical_and(done, rows < state.episodes.fill[None, :])
+  ends = jnp.max(jnp.where(done, rows + 1, 0), axis=0)
+  return ends.astype(jnp.int32), jnp.sum(done, dtype=jnp.int32)
+
+
+def carry_tails(state: PGState, ends: jax.Array, learned: jax.Array) -> PGState:
+  """After an update: when it ``learned``, each column's rows ``[ends[b], fill[b])`` (its
+  unfinished episode) move to its front; otherwise everything stays for the next one.
+  Resets the cut counter."""
+  shift = jnp.where(learned, ends, 0)
+  rows = state.rollout.reward.shape[0]
+  source = (jnp.arange(rows)[:, None] + shift[None, :]) % rows  # [C, B]
+  envs = jnp.arange(shift.shape[0])[None, :]
+  rollout = jax.tree.map(lambda column: column[source, envs], state.rollout)
+  episodes = state.episodes._replace(fill=state.episodes.fill - shift, cut=jnp.int32(0))
+  return state._replace(rollout=rollout, episodes=episodes)
 
 
 def track(config: PGConfig, state: PGState, transition: Transition) -> PGState:
@@ -369,11 +469,27 @@ class Batch(NamedTuple):
   values: jax.Array  # [T, B] baseline before the update (0 for 'none')
   reset: jax.Array  # [T, B] the carry is zeroed before this step
   carry: Any  # [B, ...] the carry of step 0
+  mask: jax.Array | None = None  # [T, B] bool steps of finished episodes (episode batches)
 
 
-def standardize(x: jax.Array, epsilon: float = 1e-8) -> jax.Array:
-  """``(x - mean) / std`` over all elements of ``x``."""
-  return (x - jnp.mean(x)) / (jnp.std(x) + epsilon)
+def standardize(x: jax.Array, epsilon: float = 1e-8, mask: jax.Array | None = None
+                ) -> jax.Array:
+  """``(x - mean) / std`` over all elements of ``x`` (over those where ``mask`` when given)."""
+  if mask is None:
+    return (x - jnp.mean(x)) / (jnp.std(x) + epsilon)
+  mean = masked_mean(x, mask)
+  std = jnp.sqrt(masked_mean(jnp.square(x - mean), mask))
+  return (x - mean) / (std + epsilon)
+
+
+def masked_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
+  """The mean of ``x`` where ``mask`` (all of it for None); 0 when the mask is empty.
+  ``where``, not a product: masked-out steps may hold any finite value and give no
+  gradient."""
+  if mask is None:
+    return jnp.mean(x)
+  total = jnp.sum(jnp.where(mask, x, 0.0))
+  return total / jnp.maximum(jnp.sum(mask), 1).astype(total.dtype)
 
 
 def state_values(config: PGConfig, nets: PGNetworks, params: dict, obs) -> jax.Array:
@@ -387,7 +503,13 @@ def state_values(config: PGConfig, nets: PGNetworks, params: dict, obs) -> jax.A
 
 
 def prepare(config: PGConfig, nets: PGNetworks, state: PGState) -> Batch:
-  """Normalized ``[T, B]`` data: values before the update, returns, advantages."""
+  """Normalized ``[T, B]`` data: values before the update, returns, advantages.
+
+  When the batch counts episodes, ``T`` is the buffer length, ``mask`` marks the steps of
+  finished episodes (the only ones learned from and standardized over), every column
+  starts an episode (its carry is the initial one) and the returns of a finished episode
+  never reach past its last step.
+  """
   r = state.rollout
   obs = normalize_obs(config, state, r.obs)
   next_obs = normalize_obs(config, state, r.next_obs)
@@ -403,28 +525,40 @@ def prepare(config: PGConfig, nets: PGNetworks, state: PGState) -> Batch:
                                         r.truncated, config.discount, config.gae_lambda)
     if config.value_target == "lambda_return":
       targets = advantages + values
+  mask, carry = None, state.rollout_carry
+  if counts_episodes(config):
+    ends = finished_episodes(state)[0]
+    mask = jnp.arange(r.reward.shape[0])[:, None] < ends[None, :]
+    carry = nets.initial_carry(r.reward.shape[1])
   if config.normalize_rewards:
-    advantages = standardize(advantages)
+    advantages = standardize(advantages, mask=mask)
   done = jnp.logical_or(r.terminated, r.truncated)
-  reset = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
+  first = jnp.full_like(done[:1], mask is not None)
+  reset = jnp.concatenate([first, done[:-1]], axis=0)
   stop = jax.lax.stop_gradient
   return Batch(obs, r.raw_action, stop(advantages), stop(targets), stop(values), reset,
-               state.rollout_carry)
+               carry, mask)
 
 
 def train_baseline(config: PGConfig, nets: PGNetworks, params, opt_state, obs,
-                   targets: jax.Array, key: jax.Array):
+                   targets: jax.Array, key: jax.Array, mask: jax.Array | None = None):
   """``baseline_steps`` shuffled passes of ``baseline_minibatches`` Adam steps on
-  ``0.5 * mean((V(s) - target)^2)``; ``obs``/``targets`` ``[T, B, ...]``.
+  ``0.5 * mean((V(s) - target)^2)``; ``obs``/``targets`` ``[T, B, ...]``; with ``mask``
+  ``[T, B]`` the mean of each minibatch is over its masked-in steps.
 
   Returns the new baseline params, optimizer state and the mean loss over the steps.
   """
   optimizer = baseline_optimizer(config)
-  flat = jax.tree.map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), (obs, targets))
+  data = (obs, targets) if mask is None else (obs, targets, mask)
+  flat = jax.tree.map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), data)
   size = targets.size
   parts = config.baseline_minibatches
-  grad_fn = jax.value_and_grad(
-      lambda p, batch: 0.5 * jnp.mean(jnp.square(nets.baseline(p, batch[0]) - batch[1])))
+
+  def loss(p, batch):
+    squares = jnp.square(nets.baseline(p, batch[0]) - batch[1])
+    return 0.5 * (jnp.mean(squares) if mask is None else masked_mean(squares, batch[2]))
+
+  grad_fn = jax.value_and_grad(loss)
 
   def minibatch(carry, batch):
     params, opt_state = carry
@@ -443,7 +577,8 @@ def train_baseline(config: PGConfig, nets: PGNetworks, params, opt_state, obs,
 
 
 def batch_metrics(batch: Batch) -> dict:
-  return {"value_mean": jnp.mean(batch.values), "return_mean": jnp.mean(batch.targets)}
+  return {"value_mean": masked_mean(batch.values, batch.mask),
+          "return_mean": masked_mean(batch.targets, batch.mask)}
 
 
 def summarize(config: PGConfig, state: PGState) -> dict:

@@ -43,6 +43,7 @@ class BuildContext:
   num_streams: int  # parallel_interactions
   network: Any  # JSON-able network spec ('auto', a layer list, a branches dict)
   action_space: Any  # gymnasium space of the actions
+  max_episode_timesteps: int | None = None  # the environment's episode limit, if known
 
 
 @dataclasses.dataclass(frozen=True)

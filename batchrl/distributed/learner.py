@@ -35,9 +35,13 @@ def env_axes(agent: Model, spec: EnvSpec) -> list[int | None]:
   state = jax.eval_shape(lambda k: agent.init(k, spec), key)
   state_other = jax.eval_shape(lambda k: agent.init(k, other), key)
   axes = []
-  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(state_other)):
-    grown = [i for i, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
-    axes.append(grown[0] if grown else None)
+  b = spec.num_envs
+  for leaf, other_leaf in zip(jax.tree.leaves(state), jax.tree.leaves(state_other)):
+    # the env axis goes from B to 2B; other axes may grow too (VPG's episode buffer is
+    # longer for more envs): such a leaf is sliced along its env axis only
+    envs = [i for i, (x, y) in enumerate(zip(leaf.shape, other_leaf.shape))
+            if x == b and y == 2 * b]
+    axes.append(envs[-1] if envs else None)
   return axes
 
 

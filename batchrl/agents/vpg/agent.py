@@ -9,7 +9,14 @@ one state pytree (``pg_common.PGState``).
           head's loss with baseline_mode 'network') -> ``baseline_steps`` passes of the
           'states' baseline's own Adam
 
-``period = rollout_length``; a batch is ``rollout_length * num_envs`` timesteps.
+``period = rollout_length``; a batch is ``rollout_length * num_envs`` timesteps, or, with
+``batch_unit='episodes'``, every episode finished since the last learning update once there
+are ``batch_episodes`` of them: until then an update only reports (``learning`` 0), then it
+learns from exactly the steps of the finished episodes and keeps each env's unfinished
+episode for a later update (``pg_common``: ``finished_episodes``, ``carry_tails``).
+Metrics of those updates besides the usual: ``learning``, ``episodes_used``,
+``steps_used``, ``steps_carried`` (kept for a later update), ``episodes_cut`` (at
+``max_episode_timesteps`` since the previous update).
 """
 from __future__ import annotations
 
@@ -55,16 +62,60 @@ def policy_gradient(config: VPGConfig, nets: PGNetworks, policy_params, batch: B
   def loss_fn(params):
     dist, values = nets.unroll(params, batch.carry, batch.obs, batch.reset)
     return losses.vpg_loss(dist, batch.raw_action, batch.advantages, values, batch.targets,
-                           config.entropy_coef, config.baseline_coef)
+                           config.entropy_coef, config.baseline_coef, batch.mask)
 
   (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(policy_params)
   return grads, metrics
 
 
 def update(config: VPGConfig, state: PGState) -> tuple[PGState, dict]:
-  """One policy step on the stored batch, then the baseline's steps; the rollout empties."""
+  """One policy step on the stored batch, then the baseline's steps; the rollout empties
+  (with ``batch_unit='episodes'``: see ``update_on_episodes``)."""
   nets = pg_common.make_networks(config, state.info)
+  if pg_common.counts_episodes(config):
+    return update_on_episodes(config, nets, state)
   batch = pg_common.prepare(config, nets, state)
+  params, opt_state, baseline_opt, key, metrics = learn(config, nets, state, batch)
+  state = state._replace(params=params, opt_state=opt_state, baseline_opt_state=baseline_opt,
+                         key=key, step=jnp.int32(0), num_updates=state.num_updates + 1)
+  return state, metrics
+
+
+def update_on_episodes(config: VPGConfig, nets: PGNetworks, state: PGState
+                       ) -> tuple[PGState, dict]:
+  """Learns (under ``lax.cond``) once ``batch_episodes`` episodes have finished, from all
+  finished ones; then each env's unfinished episode moves to the front of its column."""
+  ends, finished = pg_common.finished_episodes(state)
+  ready = finished >= config.batch_episodes
+
+  def learn_now(params, opt_state, baseline_opt, key):
+    batch = pg_common.prepare(config, nets, state)
+    step = learn(config, nets, state._replace(params=params, opt_state=opt_state,
+                                              baseline_opt_state=baseline_opt, key=key), batch)
+    return step[:4] + (dict(step[4], steps_used=jnp.sum(batch.mask, dtype=jnp.float32)),)
+
+  def wait(*learned):
+    metrics = jax.eval_shape(learn_now, *learned)[4]
+    return learned + (jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics),)
+
+  params, opt_state, baseline_opt, key, metrics = jax.lax.cond(
+      ready, learn_now, wait, state.params, state.opt_state, state.baseline_opt_state,
+      state.key)
+  cut = state.episodes.cut
+  state = pg_common.carry_tails(state, ends, ready)
+  metrics.update(learning=ready.astype(jnp.float32),
+                 episodes_used=jnp.where(ready, finished, 0).astype(jnp.float32),
+                 steps_carried=jnp.sum(state.episodes.fill, dtype=jnp.float32),
+                 episodes_cut=cut.astype(jnp.float32))
+  state = state._replace(params=params, opt_state=opt_state, baseline_opt_state=baseline_opt,
+                         key=key, step=jnp.int32(0),
+                         num_updates=state.num_updates + ready.astype(jnp.int32))
+  return state, metrics
+
+
+def learn(config: VPGConfig, nets: PGNetworks, state: PGState, batch: Batch):
+  """One policy step on ``batch``, then the baseline's steps: ``(params, opt_state,
+  baseline_opt_state, key, metrics)``."""
   params = dict(state.params)
   grads, metrics = policy_gradient(config, nets, params["policy"], batch)
   updates, opt_state = optimizer(config).update(grads, state.opt_state, params["policy"])
@@ -74,14 +125,12 @@ def update(config: VPGConfig, state: PGState) -> tuple[PGState, dict]:
   if config.baseline_mode == "states":
     params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_common.train_baseline(
         config, nets, params["baseline"], baseline_opt, batch.obs, batch.targets,
-        baseline_key)
+        baseline_key, batch.mask)
   elif config.baseline_mode == "none":
     metrics["baseline_loss"] = jnp.float32(0.0)
   metrics.update(pg_common.batch_metrics(batch), grad_norm=optax.tree.norm(grads),
                  learning_rate=_learning_rate(config, state.num_updates))
-  state = state._replace(params=params, opt_state=opt_state, baseline_opt_state=baseline_opt,
-                         key=key, step=jnp.int32(0), num_updates=state.num_updates + 1)
-  return state, metrics
+  return params, opt_state, baseline_opt, key, metrics
 
 
 def _learning_rate(config: VPGConfig, num_updates: jax.Array) -> jax.Array:

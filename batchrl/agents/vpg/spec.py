@@ -7,6 +7,13 @@ key                             meaning
 ==============================  ==========================================================
 ``batch_size``                  timesteps per update, summed over the parallel streams
                                 (``rollout_length = batch_size / parallel_interactions``)
+``update``                      TensorForce 0.6: ``{'unit': 'timesteps', 'batch_size':
+                                n}`` (or ``n``) is ``batch_size``; ``{'unit':
+                                'episodes', 'batch_size': n}`` learns from whole episodes,
+                                ``n`` or more per update (``batch_unit='episodes'``,
+                                ``batch_episodes=n``) and needs ``max_episode_timesteps``
+                                (agent key); the agent checks every ``rollout_length``
+                                steps per stream (default 1024 / parallel_interactions)
 ``keep_last``                   accepted (true or false) and without effect: a batch always
                                 keeps the observation after its last step and bootstraps
                                 from it, which is what keep_last was for
@@ -35,6 +42,8 @@ Besides these, every ``VPGConfig`` field but ``network``/``policy_layers`` (the 
 """
 from __future__ import annotations
 
+import difflib
+
 from batchrl.agents import pg_common
 from batchrl.agents.core import Model
 from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
@@ -42,7 +51,8 @@ from batchrl.configs.base import ConfigError
 
 # Object-API defaults (VPGConfig's own stay for named configs).
 VPG_DEFAULTS = dict(pg_common.API_DEFAULTS, learning_rate=1e-3)
-VPG_KEYS = ("learning_rate", "optimizer", "step_optimizer")
+VPG_KEYS = ("learning_rate", "optimizer", "step_optimizer", "update")
+UPDATE_UNITS = ("timesteps", "episodes")
 
 
 def vpg_keys() -> tuple[str, ...]:
@@ -64,8 +74,52 @@ def vpg_config(kwargs: dict, context: BuildContext):
     rate = pg_common.adam_learning_rate(kwargs.pop(key), key)
     if rate is not None:
       values["learning_rate"] = rate
+  if "update" in kwargs:
+    _update_key(kwargs, values, kwargs.pop("update"))
+  if values.get("batch_unit") == "episodes" or kwargs.get("batch_unit") == "episodes":
+    limit = context.max_episode_timesteps  # Agent.create's, when passed
+    if "max_episode_timesteps" not in kwargs:
+      if limit is None:
+        raise ConfigError("batches of whole episodes need max_episode_timesteps, the longest "
+                          "episode, which sizes the buffer: give it among the agent's keys, "
+                          "e.g. {'type': 'vpg', 'max_episode_timesteps': 500, 'update': "
+                          "{'unit': 'episodes', 'batch_size': 8}}.")
+      values["max_episode_timesteps"] = limit
   pg_common.shared_tf_keys(kwargs, values, context.num_streams)
   return pg_common.build_config(VPGConfig, kwargs, values, context.network)
+
+
+def _update_key(kwargs: dict, values: dict, update) -> None:
+  """TensorForce 0.6's ``update``: ``n`` or ``{'unit': 'timesteps', 'batch_size': n}`` is
+  ``batch_size=n``; ``{'unit': 'episodes', 'batch_size': n}`` counts whole episodes."""
+  if isinstance(update, int) and not isinstance(update, bool):
+    update = {"unit": "timesteps", "batch_size": update}
+  if not isinstance(update, dict):
+    raise ConfigError(f"update must be a batch size (timesteps) or a dict such as "
+                      f"{{'unit': 'episodes', 'batch_size': 8}}, got {update!r}.")
+  unknown = sorted(set(update) - {"unit", "batch_size"})
+  if unknown:
+    raise ConfigError(f"unknown update keys {unknown}; valid: unit, batch_size.")
+  unit = update.get("unit", "timesteps")
+  if unit not in UPDATE_UNITS:
+    close = difflib.get_close_matches(str(unit), UPDATE_UNITS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"update unit must be one of {UPDATE_UNITS}, got {unit!r}.{hint}")
+  if "batch_size" not in update:
+    raise ConfigError(f"update needs batch_size ({unit} per update), e.g. "
+                      f"{{'unit': {unit!r}, 'batch_size': 8}}.")
+  size = update["batch_size"]
+  if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+    raise ConfigError(f"update batch_size must be an int >= 1 ({unit} per update), got "
+                      f"{size!r}.")
+  for key in ("batch_size", "batch_unit", "batch_episodes"):
+    if key in kwargs:
+      raise ConfigError(f"update and {key} both say how large a batch is; give one of them.")
+  if unit == "timesteps":
+    kwargs["batch_size"] = size
+    return
+  values["batch_unit"] = "episodes"
+  values["batch_episodes"] = size
 
 
 def build(kwargs: dict, context: BuildContext) -> Model:
