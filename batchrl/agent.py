@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from batchrl.configs.base import ConfigError
 SPEC_FILE = "agent.json"
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
 ASYNC_DISPATCH_ENV = "BATCHRL_ASYNC_DISPATCH"  # "1": leave JAX's CPU async dispatch on
+_DEMONSTRATIONS_ONLY = "demonstrations and pretrain are for the 'dqfd' agent"
 
 
 class AgentUsageError(ValueError):
@@ -216,7 +218,8 @@ class Agent:
     self._fast_refusal: str | None = None  # why the agent cannot take the fast path
     self.timesteps = 0
     self.episodes = 0
-    self.updates = 0
+    self.updates = 0  # updates that learned (see _update_learned)
+    self._learned = _learning_updates(self._device.model)
 
   # ------------------------------------------------------------------------ properties
 
@@ -294,8 +297,20 @@ class Agent:
         deterministic=bool(deterministic))
     if self._fast is not None:
       self._fast.forget()  # this act changed the device state: key, timestep, last act
-    self._after_act(idx, rows, held, _update_ran(commit, flush, update, updated))
+    ran = _update_ran(commit, flush, update, updated) and self._update_learned()
+    self._after_act(idx, rows, held, ran)
     return self._rt.to_user(action, batched)
+
+  def _update_learned(self) -> bool:
+    """Whether the update that just ran learned. Replay models (DQN, NAF, DQFD) call
+    ``update`` every period but learn only from ``first_update`` steps on, counting the
+    updates that did in their state; ``agent.updates`` counts those."""
+    count = _learning_updates(self._device.model)
+    if count is None:
+      return True
+    learned = count != self._learned
+    self._learned = count
+    return learned
 
   def _fast_path(self, every: bool, commit: str, update: str):
     """The fast path (``facade.DeferredCommits``) when this act may take it, else None.
@@ -499,22 +514,39 @@ class Agent:
     of one stream; ``{}`` for feed-forward policies."""
     return self._rt.initial_internals()
 
-  # ---------------------------------------------------------------- demonstrations
+  # ---------------------------------------------------------------- replay memories
+
+  def import_observations(self, observations) -> None:
+    """Replay agents (dqn, ddqn, dqn_nstep, naf, dqfd): fills the replay memory with
+    recorded experience (TensorForce's name); DQFD's demonstrations go through
+    ``import_demonstrations`` instead.
+
+    ``observations``: a list of dicts (``state``, ``action``, ``reward``, ``terminal`` with
+    2 = cut short, ``internal`` empty), consecutive entries being consecutive steps, or a
+    dict of arrays (``states``, ``actions``, ``rewards``, ``terminals``, optional
+    ``next_states``). States and actions are checked against the specs first; an error
+    names the field and index. With ``parallel_interactions=N`` the count must be a
+    multiple of N (each of N consecutive chunks fills one stream's column). Imported steps
+    do not count as timesteps (``first_update``, exploration schedules)."""
+    from batchrl.agents import dqfd, dqn, naf
+    importers = {dqn.DQNState: dqn.import_observations, naf.NAFState: naf.import_observations,
+                 dqfd.DQFDState: dqfd.import_observations}
+    self._replace_model(importers, observations, "import_observations is for the replay "
+                        "agents (dqn, ddqn, dqn_nstep, naf, dqfd)")
 
   def import_demonstrations(self, demonstrations) -> None:
     """DQFD: adds demonstrations to the demonstration memory (TensorForce's name).
 
-    ``demonstrations``: a list of observation dicts (``state``, ``action``, ``reward``,
-    ``terminal`` with 2 = cut short, ``internal``), consecutive entries being consecutive
-    steps, or a dict of arrays (``states``, ``actions``, ``rewards``, ``terminals``). States
-    and actions are checked against the specs; an error names the field and index."""
+    ``demonstrations``: as ``import_observations``'s ``observations``; checked the same
+    way."""
     from batchrl.agents import dqfd
-    self._replace_model(dqfd.import_demonstrations, demonstrations)
+    self._replace_model({dqfd.DQFDState: dqfd.import_demonstrations}, demonstrations,
+                        _DEMONSTRATIONS_ONLY)
 
   def set_demonstrations(self, batch) -> None:
     """DQFD: replaces the stored demonstrations by ``batch`` (as ``import_demonstrations``)."""
     from batchrl.agents import dqfd
-    self._replace_model(dqfd.set_demonstrations, batch)
+    self._replace_model({dqfd.DQFDState: dqfd.set_demonstrations}, batch, _DEMONSTRATIONS_ONLY)
 
   def pretrain(self, steps: int) -> dict[str, float]:
     """DQFD: ``steps`` updates on the demonstrations alone; returns their mean metrics.
@@ -527,19 +559,19 @@ class Agent:
       metrics.update({k: float(v) for k, v in values.items()})
       return model
 
-    self._replace_model(run, steps)
+    self._replace_model({dqfd.DQFDState: run}, steps, _DEMONSTRATIONS_ONLY)
     return metrics
 
-  def _replace_model(self, change, argument) -> None:
-    """Applies a host-side ``change(model_state, argument)`` to the DQFD model state."""
-    from batchrl.agents import dqfd
+  def _replace_model(self, changes: dict, argument, refusal: str) -> None:
+    """Applies the host-side ``changes[type(model_state)](model_state, argument)``; other
+    model states get ``refusal`` (what the method is for) in an error."""
     state = self._state  # commits what the fast path holds
-    if not isinstance(state.model, dqfd.DQFDState):
-      raise AgentUsageError(f"demonstrations and pretrain are for the 'dqfd' agent; this "
-                            f"agent is {self.spec['type']!r}.")
+    change = changes.get(type(state.model))
+    if change is None:
+      raise AgentUsageError(f"{refusal}; this agent is {self.spec['type']!r}.")
     if self.spec.get("preprocessing"):
-      raise AgentUsageError("demonstrations are stored as the model sees states; with state "
-                            "preprocessing configured, give them to an agent without it.")
+      raise AgentUsageError("imported experience is stored as the model sees states; with "
+                            "state preprocessing configured, give it to an agent without it.")
     self._device = state._replace(model=change(state.model, argument))
     if self._fast is not None:
       self._fast.forget()
@@ -588,6 +620,7 @@ class Agent:
     self.timesteps = int(counters.get("timesteps", 0))
     self.episodes = int(counters.get("episodes", 0))
     self.updates = int(counters.get("updates", 0))
+    self._learned = _learning_updates(state.model)
     self._acted[:] = False
     for name, dtype in (("held", bool), ("reward", np.float32), ("terminal", np.int32),
                         ("start", bool), ("staged", np.int64), ("episode_steps", np.int64)):
@@ -600,6 +633,24 @@ class Agent:
     """Stores the transitions the fast path holds; nothing to release otherwise (kept for
     TensorForce compatibility)."""
     self._sync()
+
+
+def _learning_updates(model) -> int | None:
+  """The count of updates that learned, kept by models whose ``update`` may skip learning
+  (the replay agents' gate, VPG's batches of whole episodes); None for models that learn in
+  every update. Looks only at
+  agent modules already imported (a model of one of them imported its module)."""
+  loaded = {name: sys.modules.get(f"batchrl.agents.{name}.agent")
+            for name in ("dqfd", "dqn", "naf")}
+  if loaded["dqfd"] is not None and isinstance(model, loaded["dqfd"].DQFDState):
+    model = model.dqn
+  for name, state_type in (("dqn", "DQNState"), ("naf", "NAFState")):
+    if loaded[name] is not None and isinstance(model, getattr(loaded[name], state_type)):
+      return int(model.num_updates)
+  pg = sys.modules.get("batchrl.agents.pg_common")
+  if pg is not None and isinstance(model, pg.PGState) and model.episodes != ():
+    return int(model.num_updates)  # VPG counting whole episodes waits for enough of them
+  return None
 
 
 def _update_ran(commit: str, flush: int, update: str, flag) -> bool:

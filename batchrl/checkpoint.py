@@ -169,7 +169,20 @@ def _restore_leaf(leaf, data: np.ndarray, info: dict):
     return data[()]
   if isinstance(leaf, np.ndarray):
     return data
+  if getattr(leaf, "weak_type", False):
+    return _weakly_typed(data)
   return jax.device_put(data)
+
+
+def _weakly_typed(data: np.ndarray):
+  """``data`` as a weakly typed jax array, as the template leaf was (a value born from a
+  Python scalar, such as gymnax's step counter). Weak typing is part of a compiled
+  program's signature: restoring it strongly typed would recompile every program the
+  state goes through. JAX has weak types only for its default dtypes; others stay strong."""
+  base = jnp.full(data.shape, np.zeros((), data.dtype).item())  # weak, default dtype
+  if base.dtype != data.dtype:
+    return jax.device_put(data)
+  return base.at[...].set(data)
 
 
 def _leaf_problem(name: str, leaf, data) -> str | None:

@@ -219,12 +219,13 @@ class Trainer:
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
+    # evaluation, restarts and summaries run for a moment: compiled without optimization
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
-    self.evaluate = jax.jit(jax.vmap(evaluate) if seeds else evaluate)
-    self.restart = jax.jit(functools.partial(simulation.restart, self.env))
+    self.evaluate = fused.jit(jax.vmap(evaluate) if seeds else evaluate, "once")
+    self.restart = fused.jit(functools.partial(simulation.restart, self.env), "once")
     summarize = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
-    self.summarize = jax.jit(lambda state: summarize(first(state)))
+    self.summarize = fused.jit(lambda state: summarize(first(state)), "once")
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
 

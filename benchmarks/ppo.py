@@ -16,8 +16,11 @@ Rows (ratios are ours / peer's time: below 1 means batchrl is faster):
 - cartpole: ``batchrl train --config cartpole_fused`` as a fresh process with an empty
   compilation cache, against rejax's PPO (its published CartPole config) at the same
   budget, evaluation schedule and episode count, also a fresh process: whole-process
-  wall times, start-up, imports and compilation included. Then compile and train apart,
-  in-process, against rejax's own compile/train split.
+  wall times, start-up, imports and compilation included, and the processes' CPU time
+  (user + system; steadier than wall time when other work shares the cores). With
+  ``--repeats N`` the two alternate N times and the row gives medians and the median of
+  the N side-by-side ratios. Then compile and train apart, in-process, against rejax's own
+  compile/train split.
 - pendulum: host Gymnasium Pendulum (``pendulum`` config, worker processes) against
   Stable-Baselines3 PPO with rl-baselines3-zoo's settings (gSDE, 100k steps): time to a
   mean evaluation return of -200 (construction + training, compilation included,
@@ -31,6 +34,8 @@ import dataclasses
 import json
 import math
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,8 +56,8 @@ RECORDED_CHEETAH = "SB3 PPO (defaults): ~10 min per 1M steps (peers.md, recorded
 def cold_process(config: str, overrides: list[str] = ()) -> dict:
   """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache.
 
-  Returns ``wall_s`` (process creation to exit), ``steps``, ``final_return`` and
-  ``steps_to`` (a function of a target: first evaluated step at or above it).
+  Returns ``wall_s`` (process creation to exit), ``cpu_s`` (its user + system time),
+  ``steps``, ``final_return`` and ``evals`` (``[(step, mean return), ...]``).
   """
   with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, BATCHRL_CACHE_DIR=os.path.join(tmp, "xla"))
@@ -60,9 +65,11 @@ def cold_process(config: str, overrides: list[str] = ()) -> dict:
            os.path.join(tmp, "runs"), "--no-progress"]
     for item in overrides:
       cmd += ["--set", item]
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
+    cpu = _children_cpu() - cpu
     if proc.returncode != 0:
       raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     records = []
@@ -72,8 +79,14 @@ def cold_process(config: str, overrides: list[str] = ()) -> dict:
            if r.get("phase") == "eval" and r.get("mean_score") is not None]
   if not evals:
     raise RuntimeError(f"{' '.join(cmd)} wrote no evaluation to metrics.jsonl")
-  return {"wall_s": wall, "steps": evals[-1][0], "final_return": evals[-1][1],
+  return {"wall_s": wall, "cpu_s": cpu, "steps": evals[-1][0], "final_return": evals[-1][1],
           "evals": evals}
+
+
+def _children_cpu() -> float:
+  """User + system seconds of this process's finished children."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
 
 
 def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
@@ -90,14 +103,14 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   per_iteration = exp.run.num_envs * agent.period
   iterations = math.ceil(steps / per_iteration)
   start = time.perf_counter()
-  compiled = jax.jit(lambda key: _train_body(env, agent, key, iterations)).lower(
+  compiled = fused.jit(lambda key: _train_body(env, agent, key, iterations), "loop").lower(
       jax.random.key(0)).compile()
   compile_s = time.perf_counter() - start
   start = time.perf_counter()
   sim, infos = compiled(jax.random.key(0))
   jax.block_until_ready(sim)
   train_s = time.perf_counter() - start
-  evaluate = jax.jit(fused.make_evaluate(env, agent, 500))
+  evaluate = fused.jit(fused.make_evaluate(env, agent, 500), "once")
   score = float(evaluate(sim)["mean_score"])
   return {"steps": iterations * per_iteration, "compile_s": compile_s, "train_s": train_s,
           "total_s": compile_s + train_s,
@@ -108,8 +121,9 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
 def _train_body(env, agent, key, iterations):
   """What ``fused.train`` compiles, kept apart so compile and run can be timed separately."""
   import jax
+  from batchrl.simulation import init
   from batchrl.train import fused
-  sim = fused.init_sim(env, agent, key)
+  sim = init(env, agent, key)
   iteration = fused.make_iteration(env, agent)
   return jax.lax.scan(lambda s, _: iteration(s), sim, None, length=iterations)
 
@@ -193,26 +207,35 @@ def cartpole_rows(use_peers: bool, repeats: int) -> list[tuple[str, str, str, st
   for _ in range(repeats):  # alternated, so both see the same machine conditions
     print("  batchrl train --config cartpole_fused (cold process) ...", flush=True)
     ours.append(cold_process("cartpole_fused"))
+    cpu = _children_cpu()
     result = peer("rejax_ppo_cartpole", use_peers, target=TARGET, **args)
     if result is not None:
-      theirs.append(result)
-    print(f"    ours {ours[-1]['wall_s']:.1f} s" + (
-        f", rejax {result['subprocess_s']:.1f} s" if result else ""), flush=True)
-  best = min(ours, key=lambda r: r["wall_s"])
-  reached = next((step for step, score in best["evals"] if score >= TARGET), None)
-  value = (f"{best['steps']} steps, whole process {best['wall_s']:.1f} s, "
-           f"return {best['final_return']:.1f}, >= {TARGET:g} at {reached} steps")
+      theirs.append(dict(result, cpu_s=_children_cpu() - cpu))
+    print(f"    ours {ours[-1]['wall_s']:.1f} s (cpu {ours[-1]['cpu_s']:.1f} s)" + (
+        f", rejax {result['subprocess_s']:.1f} s (cpu {theirs[-1]['cpu_s']:.1f} s)"
+        if result else ""), flush=True)
+  wall, cpu = (statistics.median(r[k] for r in ours) for k in ("wall_s", "cpu_s"))
+  last = ours[-1]
+  reached = next((step for step, score in last["evals"] if score >= TARGET), None)
+  runs = f"median of {repeats}: " if repeats > 1 else ""
+  value = (f"{last['steps']} steps, {runs}whole process {wall:.1f} s (cpu {cpu:.1f} s), "
+           f"return {last['final_return']:.1f}, >= {TARGET:g} at {reached} steps")
   split = fused_cartpole(steps=run.steps)
   split_value = (f"compile {split['compile_s']:.1f} s + train {split['train_s']:.1f} s, "
                  f"{split['steps_per_s']:,.0f} steps/s, return {split['return']:.1f}")
   if theirs:
-    rj = min(theirs, key=lambda r: r["subprocess_s"])
-    how = (f"rejax PPO, same run: {rj['steps']} steps, whole process "
-           f"{rj['subprocess_s']:.1f} s, return {rj['final_return']:.1f}, >= {TARGET:g} "
-           f"at {rj['steps_to_target']} steps")
-    runs = f" (best of {repeats})" if repeats > 1 else ""
-    return [("cartpole cold process" + runs, value, how,
-             _ratio(best["wall_s"], rj["subprocess_s"])),
+    rj = theirs[-1]
+    rj_wall, rj_cpu = (statistics.median(r[k] for r in theirs)
+                       for k in ("subprocess_s", "cpu_s"))
+    how = (f"rejax PPO, same run: {rj['steps']} steps, {runs}whole process {rj_wall:.1f} s "
+           f"(cpu {rj_cpu:.1f} s), return {rj['final_return']:.1f}, >= {TARGET:g} at "
+           f"{rj['steps_to_target']} steps")
+    pairs = [a["wall_s"] / b["subprocess_s"] for a, b in zip(ours, theirs)]
+    cpus = [a["cpu_s"] / b["cpu_s"] for a, b in zip(ours, theirs)]
+    ratio = f"{statistics.median(pairs):.2f}x (cpu {statistics.median(cpus):.2f}x)"
+    if repeats > 1:
+      ratio += f"; pairs {', '.join(f'{x:.2f}' for x in pairs)}"
+    return [("cartpole cold process", value, how, ratio),
             ("cartpole compile / train", split_value,
              f"rejax, same run: compile {rj['compile_s']:.1f} s + train {rj['train_s']:.1f} s",
              f"{_ratio(split['compile_s'], rj['compile_s'])} / "
@@ -257,7 +280,7 @@ def main() -> None:
                       help="comma list of: cartpole, pendulum, cheetah, gpu")
   parser.add_argument("--envs", type=int, default=2048, help="envs for the 'gpu' row")
   parser.add_argument("--repeats", type=int, default=1,
-                      help="cartpole: alternate ours and rejax this many times, keep the best")
+                      help="cartpole: alternate ours and rejax this many times; medians")
   parser.add_argument("--no-peers", action="store_true",
                       help="do not run peers; use the recorded figures")
   args = parser.parse_args()

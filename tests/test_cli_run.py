@@ -24,6 +24,7 @@ NETWORK_STATES = {
     "mlp2_network.json": dict(type="float", shape=(4,)),
     "mlp2_64_network.json": dict(type="float", shape=(4,)),
     "cnn_dqn_network.json": dict(type="float", shape=(84, 84, 3)),
+    "minatar_conv_network.json": dict(type="float", shape=(10, 10, 4)),  # MinAtar frames
     "multi_input_network.json": dict(image=dict(type="float", shape=(16, 16, 3)),
                                      position=dict(type="float", shape=(3,)),
                                      inventory=dict(type="int", shape=(4,), num_values=5)),

@@ -15,8 +15,8 @@ import pytest
 
 from batchrl import checkpoint
 from batchrl.agents.core import Transition
-from batchrl.agents.naf import (NAFConfig, advantage, greedy_actions, lower_triangular,
-                                make_naf, pendulum_naf, precision)
+from batchrl.agents.naf import (NAFConfig, advantage, greedy_actions, import_observations,
+                                lower_triangular, make_naf, pendulum_naf, precision)
 from batchrl.agents.naf import agent as naf_agent
 from batchrl.agents.naf.networks import MIN_DIAGONAL, action_map
 from batchrl.agents.naf.spec import AGENT_TYPES, naf_config
@@ -178,6 +178,45 @@ def test_targets_bootstrap_on_truncation_not_on_termination(ou_agent):
   value = np.asarray(nets.value(state.params, next_obs))
   np.testing.assert_allclose(target, [1 + 0.99 * value[0], 2.0, 3 + 0.99 * value[2]],
                              rtol=1e-6)
+
+
+def test_import_observations_stores_normalized_actions(ou_agent):
+  """Env-unit torques are stored normalized (clipped as store clips); 3 envs take
+  consecutive chunks; a non-finite action or a wrong state names field and index."""
+  _, state, _, _ = ou_agent
+  torques = np.array([[-2.0], [-1.0], [0.0], [1.0], [2.0], [3.0]], np.float32)
+  observations = [dict(state=[float(i), 0.0, 0.0], action=torques[i], reward=-float(i),
+                       terminal=2 if i == 5 else 0, internal=[]) for i in range(6)]
+  imported = import_observations(state, observations)
+  items = imported.memory.items
+  assert int(imported.memory.filled) == 2 and int(imported.num_steps) == 0
+  np.testing.assert_allclose(items.action[:2, :, 0].T, [[-1.0, -0.5], [0.0, 0.5],
+                                                        [1.0, 1.0]])
+  np.testing.assert_array_equal(items.obs[:2, :, 0].T, [[0, 1], [2, 3], [4, 5]])
+  np.testing.assert_array_equal(items.truncated[:2].T, [[0, 0], [0, 0], [0, 1]])
+  observations[3]["action"] = [np.nan]
+  with pytest.raises(ValueError, match=r"actions at index 3 is \[nan\]"):
+    import_observations(state, observations)
+  observations[3]["action"] = [1.0]
+  observations[1]["state"] = [1.0, 0.0]
+  with pytest.raises(ValueError, match=r"states at index 1 has shape"):
+    import_observations(state, observations)
+
+
+def test_object_api_import_observations():
+  from batchrl import Agent
+  agent = Agent.create(agent="naf", states=dict(type="float", shape=(3,)),
+                       actions=dict(type="float", shape=(1,), min_value=-2.0, max_value=2.0),
+                       seed=0, memory_capacity=32, batch_size=4,
+                       network=[dict(type="dense", size=8)])
+  agent.import_observations({"states": np.zeros((4, 3), np.float32),
+                             "actions": np.array([[-2.0], [0.0], [1.0], [2.0]]),
+                             "rewards": np.zeros(4), "terminals": np.array([0, 0, 0, 1])})
+  memory = agent._state.model.memory
+  np.testing.assert_allclose(memory.items.action[:4, 0, 0], [-1.0, 0.0, 0.5, 1.0])
+  with pytest.raises(ValueError, match=r"actions have shape \(2,\) per observation"):
+    agent.import_observations({"states": np.zeros((2, 3)), "actions": np.zeros((2, 2)),
+                               "rewards": np.zeros(2), "terminals": np.array([0, 1])})
 
 
 def test_tree_layout_with_named_states_and_actions():

@@ -20,12 +20,14 @@ are there)::
       + supervised_weight * [max_a (Q(s, a) + margin (a != a_E)) - Q(s, a_E)]   (demos only)
     + l2_regularization * sum of squared weights
 
-Demonstrations (host side, not jitted): ``import_demonstrations(state, observations)`` adds
-TensorForce observation dicts (``state``, ``action``, ``reward``, ``terminal``,
-``internal``) or a dict of arrays; ``set_demonstrations(state, arrays)`` replaces what is
-stored. Both check states and actions against the spaces first (errors name the field and
-the index). ``DQFDConfig.demonstrations`` imports a file or built-in source at ``init`` and
-``pretrain_steps`` pretrains there, so ``batchrl train`` runs DQFD end to end.
+Demonstrations (host side, not jitted; converted as DQN's ``memory_transitions`` does):
+``import_demonstrations(state, observations)`` adds TensorForce observation dicts
+(``state``, ``action``, ``reward``, ``terminal``, ``internal``) or a dict of arrays;
+``set_demonstrations(state, arrays)`` replaces what is stored; ``import_observations``
+fills the online memory instead, as DQN's. All check states and actions against the
+spaces first (errors name the field and the index). ``DQFDConfig.demonstrations`` imports
+a file or built-in source at ``init`` and ``pretrain_steps`` pretrains there, so ``batchrl
+train`` runs DQFD end to end.
 
 The state keeps its config as static pytree metadata, so these functions take the state
 alone (what ``batchrl.Agent``'s methods hand them).
@@ -41,33 +43,21 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.dqfd import losses as dqfd_losses
 from batchrl.agents.dqfd.config import DQFDConfig, demo_batch_size, load_demonstrations
 from batchrl.agents.dqn import agent as dqn
 from batchrl.agents.dqn import losses
-from batchrl.agents.dqn.agent import DQNState
+from batchrl.agents.dqn.agent import DQNState, Static
 from batchrl.agents.dqn.config import parse_exploration
-from batchrl.agents.dqn.networks import action_indices
 from batchrl.errors import UserInputError
-from batchrl.memories import (Memory, MemoryState, TransitionItem, check_transitions,
-                              import_transitions, make_memory, transitions_from_observations)
+from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
+                              make_memory)
 from batchrl.specs import EnvSpec
 
 
 class NoDemonstrationsError(UserInputError):
   """``pretrain`` was called before any demonstrations were stored."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Static:
-  """The config, carried in the state as static pytree metadata (no leaves)."""
-
-  config: DQFDConfig
-
-
-jax.tree_util.register_static(Static)
 
 
 class DQFDState(NamedTuple):
@@ -349,27 +339,22 @@ def pretrain(state: DQFDState, steps: int) -> tuple[DQFDState, dict]:
 
 
 def _converted(state: DQFDState, observations) -> TransitionItem:
-  """Observations -> checked transitions in the memory's form (float obs, action indices)."""
+  """Observations -> checked transitions in the memory's form (DQN's conversion), at most
+  ``demo_memory_capacity`` of them."""
   config, info = state.static.config, state.dqn.info
-  nets = dqn.networks(config, info)
-  with jax.ensure_compile_time_eval():  # concrete arrays even when init is being traced
-    return _convert(config, info, nets, observations)
-
-
-def _convert(config: DQFDConfig, info, nets, observations) -> TransitionItem:
-  items = transitions_from_observations(observations)
-  items = check_transitions(items, info.observation_space, info.action_space,
-                            tuple(info.mask_names))
+  items = dqn.memory_transitions(info, dqn.encoder(config, info), observations)
   count = int(np.shape(items.reward)[0])
   if count > config.demo_memory_capacity:
     raise UserInputError(f"{count} demonstration transitions do not fit the demonstration "
                          f"memory (demo_memory_capacity={config.demo_memory_capacity}); "
                          "raise demo_memory_capacity or give fewer.")
-  as_jax = lambda tree: jax.tree.map(jnp.asarray, tree)  # noqa: E731
-  return TransitionItem(spaces.float_obs(info, as_jax(items.obs)),
-                        action_indices(info, nets.components, as_jax(items.action)),
-                        items.reward, items.terminated, items.truncated,
-                        spaces.float_obs(info, as_jax(items.next_obs)))
+  return items
+
+
+def import_observations(state: DQFDState, observations) -> DQFDState:
+  """Fills the online replay memory (not the demonstration one), as DQN's
+  ``import_observations`` (TensorForce's DQFD agent inherits it from its memory agent)."""
+  return state._replace(dqn=dqn.import_observations(state.dqn, observations))
 
 
 def import_demonstrations(state: DQFDState, observations) -> DQFDState:

@@ -35,10 +35,22 @@ from batchrl.agents.dqn.config import DQNConfig, parse_exploration
 from batchrl.agents.dqn.networks import (QNetworks, action_indices, check_discrete, env_actions,
                                          make_networks, zero_indices)
 from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.errors import UserInputError
 from batchrl.memories import (Memory, MemoryState, TransitionItem, check_transitions,
                               import_transitions, make_memory, transition_window_mask,
                               transitions_from_observations)
 from batchrl.specs import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Static:
+  """An agent's config, carried in its state as static pytree metadata (no leaves), so the
+  host-side functions (``import_observations``, DQFD's ``pretrain``) take the state alone."""
+
+  config: Any
+
+
+jax.tree_util.register_static(Static)
 
 
 class DQNState(NamedTuple):
@@ -54,6 +66,7 @@ class DQNState(NamedTuple):
   num_updates: jax.Array  # [] int32 updates that learned
   last_sync: jax.Array  # [] int32 num_steps // target_update_frequency at the last sync
   info: SpaceInfo
+  static: Static = Static(None)
 
 
 def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
@@ -133,7 +146,7 @@ def init(config: DQNConfig, key: jax.Array, spec: EnvSpec) -> DQNState:
   zero = jnp.int32(0)
   return DQNState(params, params, optimizer(config).init(params),
                   memory.init(item_template(info, nets)), state_key, zero, zero, zero, zero,
-                  info)
+                  info, Static(config))
 
 
 # ------------------------------------------------------------------------------- act
@@ -334,24 +347,53 @@ def summarize(config: DQNConfig, exploration, state: DQNState) -> dict:
 # ------------------------------------------------------------------------- importing
 
 
-def import_observations(config: DQNConfig, state: DQNState, observations) -> DQNState:
-  """Fills the memory from TensorForce observations (a list of dicts with ``state``,
-  ``action``, ``reward``, ``terminal``, ``internal``; or a dict of arrays, see
-  ``batchrl.memories.transitions_from_observations``). States and actions are checked
-  against the spaces first (errors name the field and index); absent action masks allow
-  everything. Imported steps do not count towards ``first_update`` or exploration.
+def memory_transitions(info: SpaceInfo, encode_action, observations) -> TransitionItem:
+  """TensorForce observations -> checked transitions in a replay memory's stored form.
 
-  The count must be a multiple of the memory's width (``num_envs``); host-side, not jitted.
+  Shared by every replay agent: DQN's and NAF's ``import_observations``, DQFD's
+  ``import_demonstrations`` / ``set_demonstrations``. ``observations`` is a list of dicts
+  (``state``, ``action``, ``reward``, ``terminal``, ``internal``) or a dict of arrays (see
+  ``batchrl.memories.transitions_from_observations``). States and actions are checked
+  against the spaces first (errors name the field and the index; absent action masks allow
+  everything); then states become the float observations the networks read and actions
+  ``encode_action(actions [M, ...]) -> stored actions [M, ...]`` (DQN: indices, NAF:
+  normalized floats). Host-side; concrete arrays even while ``init`` is being traced.
   """
-  info = state.info
-  nets = networks(config, info)
-  items = transitions_from_observations(observations)
-  items = check_transitions(items, info.observation_space, info.action_space,
-                            tuple(info.mask_names))
-  converted = TransitionItem(
-      spaces.float_obs(info, jax.tree.map(jnp.asarray, items.obs)),
-      action_indices(info, nets.components, jax.tree.map(jnp.asarray, items.action)),
-      items.reward, items.terminated, items.truncated,
-      spaces.float_obs(info, jax.tree.map(jnp.asarray, items.next_obs)))
-  memory = import_transitions(memory_of(config, info), state.memory, converted)
+  with jax.ensure_compile_time_eval():
+    items = transitions_from_observations(observations)
+    items = check_transitions(items, info.observation_space, info.action_space,
+                              tuple(info.mask_names))
+    as_jax = lambda tree: jax.tree.map(jnp.asarray, tree)  # noqa: E731
+    return TransitionItem(spaces.float_obs(info, as_jax(items.obs)),
+                          encode_action(as_jax(items.action)), items.reward,
+                          items.terminated, items.truncated,
+                          spaces.float_obs(info, as_jax(items.next_obs)))
+
+
+def encoder(config: DQNConfig, info: SpaceInfo):
+  """``actions [M, ...] -> {name: index [M, ...]}``, as ``store`` writes them."""
+  return functools.partial(action_indices, info, networks(config, info).components)
+
+
+def config_of(state, agent: str):
+  """The config a state carries (``Static``); an error for states built without one."""
+  config = state.static.config
+  if config is None:
+    raise UserInputError(f"this {agent} state carries no config (it was not built by "
+                         f"make_{agent}(config).init); cannot import into its memory.")
+  return config
+
+
+def import_observations(state: DQNState, observations) -> DQNState:
+  """Fills the replay memory from TensorForce observations (TensorForce's
+  ``import_observations``); see ``memory_transitions`` for the forms and checks.
+
+  Consecutive entries are consecutive steps of one stream; the count must be a multiple of
+  the memory's width (``num_envs``), each of ``width`` consecutive chunks filling one
+  column. Imported steps count neither towards ``first_update`` nor the exploration
+  schedule; more than the capacity overwrites the oldest. Host-side, not jitted.
+  """
+  config = config_of(state, "dqn")
+  items = memory_transitions(state.info, encoder(config, state.info), observations)
+  memory = import_transitions(memory_of(config, state.info), state.memory, items)
   return state._replace(memory=memory)

@@ -42,7 +42,8 @@ from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
 from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
                                          make_networks)
 from batchrl.agents.spaces import SpaceInfo, space_info
-from batchrl.memories import Memory, MemoryState, TransitionItem, make_memory
+from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
+                              make_memory)
 from batchrl.specs import EnvSpec
 
 
@@ -60,6 +61,7 @@ class NAFState(NamedTuple):
   num_updates: jax.Array  # [] int32 updates that learned
   last_sync: jax.Array  # [] int32 num_steps // target_update_frequency at the last sync
   info: SpaceInfo
+  static: dqn_agent.Static = dqn_agent.Static(None)
 
 
 def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
@@ -137,7 +139,7 @@ def init(config: NAFConfig, exploration, key: jax.Array, spec: EnvSpec) -> NAFSt
   zero = jnp.int32(0)
   return NAFState(params, params, optimizer(config).init(params),
                   memory.init(item_template(info, nets)), noise, state_key, zero, zero, zero,
-                  zero, info)
+                  zero, info, dqn_agent.Static(config))
 
 
 # ------------------------------------------------------------------------------- act
@@ -257,3 +259,14 @@ def summarize(config: NAFConfig, exploration, state: NAFState) -> dict:
 def greedy_actions(config: NAFConfig, state: NAFState, obs):
   """``mu(obs)`` in the env's units (no noise): ``[B, ...]``."""
   return act(config, None, state, obs, jax.random.key(0), True)[0]
+
+
+def import_observations(state: NAFState, observations) -> NAFState:
+  """Fills the replay memory from TensorForce observations, as DQN's
+  ``import_observations`` (same forms, checks and counting rules); actions are in the env's
+  units and stored normalized, clipped to the bounds as ``store`` clips them."""
+  config = dqn_agent.config_of(state, "naf")
+  nets = networks(config, state.info)
+  items = dqn_agent.memory_transitions(state.info, nets.actions.from_env, observations)
+  memory = import_transitions(memory_of(config, state.info), state.memory, items)
+  return state._replace(memory=memory)

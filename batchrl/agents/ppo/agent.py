@@ -23,10 +23,11 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
 
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
-from batchrl.agents.ppo import losses
+from batchrl.agents.ppo import losses, shuffle
 from batchrl.agents.ppo.config import PPOConfig
 from batchrl.agents.ppo.networks import (PPONetworks, make_networks, make_spec_networks,
                                          reset_carry)
@@ -288,8 +289,7 @@ def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState) -> UpdateData
   obs = normalize_obs(config, state, batch.obs)
   next_obs = normalize_obs(config, state, batch.next_obs)
   rewards = normalize_rewards(config, state, batch.reward)
-  values = nets.value(state.params["value"], obs)
-  next_values = nets.value(state.params["value"], next_obs)
+  values, next_values = _values_of_both(nets, state.params["value"], obs, next_obs)
   returns = discounted_returns(rewards, batch.terminated, batch.truncated, next_values,
                                config.discount)
   if config.gae_lambda is None:
@@ -305,6 +305,15 @@ def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState) -> UpdateData
   reset = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
   return UpdateData(obs, batch.raw_action, batch.policy, jax.lax.stop_gradient(advantages),
                     jax.lax.stop_gradient(returns), values, reset, batch.carry)
+
+
+def _values_of_both(nets: PPONetworks, params, obs, next_obs):
+  """``V(obs), V(next_obs)`` ``[T, B]`` in one pass of the value network over ``[2T, B]``
+  (one network in the compiled program instead of two)."""
+  steps = jnp.shape(jax.tree.leaves(obs)[0])[0]
+  both = jax.tree.map(lambda a, b: jnp.concatenate([a, b], axis=0), obs, next_obs)
+  values = nets.value(params, both)
+  return values[:steps], values[steps:]
 
 
 def to_sequences(data: UpdateData, length: int) -> UpdateData:
@@ -339,9 +348,24 @@ def sequences_kl(nets: PPONetworks, params, data: UpdateData) -> jax.Array:
   return time_major.old_policy.kl(policy)
 
 
-def global_norm(tree) -> jax.Array:
-  """Euclidean norm of all leaves together (the quantity ``max_grad_norm`` clips)."""
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+def flat_step(optimizer: optax.GradientTransformation, grads, opt_state, params):
+  """One optimizer step on all parameters as ONE vector; returns ``(params, opt_state,
+  gradient norm)`` with the trees shaped as given.
+
+  The same step as ``optimizer.update`` per leaf for element-wise optimizers (Adam, global
+  norm clipping), but a dozen leaves' worth of small kernels becomes a few: measured, a
+  third of the optimizer's compile time.
+  """
+  flat_params, unravel = ravel_pytree(params)
+  flat_grads = ravel_pytree(grads)[0]
+  like_params = lambda x: jax.tree.structure(x) == jax.tree.structure(params)  # noqa: E731
+  ravel = lambda x: ravel_pytree(x)[0] if like_params(x) else x  # noqa: E731
+  flat_state = jax.tree.map(ravel, opt_state, is_leaf=like_params)
+  updates, flat_state = optimizer.update(flat_grads, flat_state, flat_params)
+  opt_state = jax.tree.map(lambda new, old: unravel(new) if like_params(old) else new,
+                           flat_state, opt_state, is_leaf=like_params)
+  grad_norm = jnp.sqrt(jnp.sum(jnp.square(flat_grads)))
+  return unravel(flat_params + updates), opt_state, grad_norm
 
 
 def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
@@ -360,14 +384,13 @@ def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
   def minibatch_step(carry, batch):
     params, opt_state = carry
     (_, metrics), grads = grad_fn(params, batch)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    return (params, opt_state), dict(metrics, grad_norm=global_norm(grads))
+    params, opt_state, grad_norm = flat_step(optimizer, grads, opt_state, params)
+    return (params, opt_state), dict(metrics, grad_norm=grad_norm)
 
   def epoch(carry, epoch_key):
     if num_minibatches == 1:  # one full batch: its order does not matter
       return jax.lax.scan(minibatch_step, carry, jax.tree.map(lambda x: x[None], sequences))
-    order = jax.random.permutation(epoch_key, num_sequences)
+    order = shuffle.permutation(epoch_key, num_sequences)
     split = lambda x: x[order].reshape(  # noqa: E731
         (num_minibatches, num_sequences // num_minibatches) + x.shape[1:])
     return jax.lax.scan(minibatch_step, carry, jax.tree.map(split, sequences))
