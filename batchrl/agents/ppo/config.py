@@ -261,8 +261,10 @@ def cartpole_fused(total_updates: int = 125) -> PPOConfig:
   """Fused gymnax CartPole-v1 with **32 envs**: 128 steps x 32 envs = 4096 per update, so
   the default ``total_updates=125`` is 512k env steps (learning rate annealed to 0 there).
 
-  Measured (2-core CPU): 8 of 8 seeds reach deterministic return 500 at 500k steps
-  (and >= 475 at 300k); about 9 s per seed including compilation.
+  Measured (2-core CPU): 8 of 8 seeds reach deterministic return 500 at 500k steps; seeds
+  0-4 first evaluate >= 475 at 20k-82k steps and stay at 500 from 102k on. With
+  ``total_updates=50`` (``steps=204800``) 10 of 10 seeds end at 500. The whole cold
+  ``batchrl train --config cartpole_fused`` process takes about 12-14 s.
   """
   return PPOConfig(
       policy_objective="clip", policy_layers=(64, 64), value_layers=(64, 64),

@@ -1,4 +1,4 @@
-"""A fast random order for minibatch shuffling (PPO's epochs, the policy-gradient baselines).
+"""A fast random order for minibatch shuffling (the epochs of PPO's update).
 
 ``jax.random.permutation`` sorts key/value pairs twice; on a CPU XLA sorts a pair through a
 comparator call per comparison, while one array of unsigned ints takes its fast path. So
