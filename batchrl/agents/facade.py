@@ -461,12 +461,18 @@ def _live_inputs(closed) -> list[bool]:
 
 
 def _act_reads(model, state: AgentState) -> list[bool]:
-  """Per model-state leaf: whether ``model.act`` (either mode) reads it."""
-  count = len(jax.tree.leaves(state.model))
+  return act_reads(model, state.model, state.obs, state.key)
+
+
+def act_reads(model, model_state, obs, key=None) -> list[bool]:
+  """Per leaf of ``model_state``: whether ``model.act`` (either mode) reads it. ``obs`` may
+  be arrays or ``ShapeDtypeStruct``s of a batch; ``key`` a key like those ``act`` gets."""
+  key = jax.random.key(0) if key is None else key
+  count = len(jax.tree.leaves(model_state))
   reads = [False] * count
   for deterministic in (False, True):
     closed = jax.make_jaxpr(lambda m, o, k, d=deterministic: model.act(m, o, k, d))(
-        state.model, state.obs, state.key)
+        model_state, obs, key)
     reads = [a or b for a, b in zip(reads, _live_inputs(closed)[:count])]
   return reads
 

@@ -50,7 +50,8 @@ def shared_index(agent: Model, spec: EnvSpec, axes: list[int | None]) -> tuple[i
   those ``act`` reads that are shared by all envs. Per-env leaves stay with the runner that
   steps those envs; PRNG keys stay with each runner."""
   state = jax.eval_shape(lambda k: agent.init(k, spec), jax.random.key(0))
-  reads = _act_reads(agent, state, obs_structs(spec.observation_space, spec.num_envs))
+  from batchrl.agents.facade import act_reads
+  reads = act_reads(agent, state, obs_structs(spec.observation_space, spec.num_envs))
   return tuple(i for i, (leaf, axis, read) in enumerate(zip(jax.tree.leaves(state), axes, reads))
                if axis is None and read and not _is_key(leaf))
 
@@ -90,18 +91,6 @@ def fill_placeholders(state, seed: int):
       return leaf
     return jax.random.key(seed) if leaf.key else np.zeros(leaf.shape, leaf.dtype)
   return jax.tree.map(real, state, is_leaf=lambda x: isinstance(x, Placeholder))
-
-
-def _act_reads(agent: Model, state, obs) -> list[bool]:
-  """Per model-state leaf: whether ``act`` (sampling or deterministic) reads it."""
-  from batchrl.agents.facade import _live_inputs
-  count = len(jax.tree.leaves(state))
-  reads = [False] * count
-  for deterministic in (False, True):
-    closed = jax.make_jaxpr(lambda s, o, k, d=deterministic: agent.act(s, o, k, d))(
-        state, obs, jax.random.key(0))
-    reads = [a or b for a, b in zip(reads, _live_inputs(closed)[:count])]
-  return reads
 
 
 def init_sim(agent: Model, spec: EnvSpec, key: jax.Array) -> SimState:

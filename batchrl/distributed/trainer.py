@@ -59,7 +59,7 @@ class DistributedTrainer:
 
   def __init__(self, exp: Experiment, run_dir: Path, options: RayOptions):
     import ray
-    from batchrl.experiment import build_agent, make_host_env
+    from batchrl.experiment import build_agent, make_host_env, schedule
     from batchrl.specs import EnvSpec
 
     self.exp, self.run_dir, self.options, self.seeds = exp, Path(run_dir), options, None
@@ -70,7 +70,6 @@ class DistributedTrainer:
     self.spec = EnvSpec(probe.observation_space, probe.action_space, exp.run.num_envs)
     probe.close()
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
-    from batchrl.experiment import schedule
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self.rounds_of = _round_size(options, self.agent, self.plan["report"])
     self.axes = learner.env_axes(self.agent, self.spec)

@@ -112,7 +112,8 @@ def networks(config: DQNConfig, info: SpaceInfo) -> QNetworks:
 
 
 def memory_of(config: DQNConfig, info: SpaceInfo) -> Memory:
-  """The replay memory: ``width`` = the envs stored together."""
+  """The replay memory: ``width`` = the envs stored together (NAF and DQFD configs have
+  the same memory fields and use this too)."""
   return make_memory(config.memory, capacity=config.memory_capacity, width=info.num_envs,
                      prioritization_weight=config.prioritization_weight,
                      prioritization_constant=config.prioritization_constant,
@@ -120,6 +121,7 @@ def memory_of(config: DQNConfig, info: SpaceInfo) -> Memory:
 
 
 def optimizer(config: DQNConfig) -> optax.GradientTransformation:
+  """Adam, optionally after global-norm clipping (DQN, NAF and DQFD)."""
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
   return optax.chain(*clip, optax.adam(config.learning_rate, eps=config.adam_epsilon))

@@ -42,8 +42,7 @@ from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
 from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
                                          make_networks)
 from batchrl.agents.spaces import SpaceInfo, space_info
-from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
-                              make_memory)
+from batchrl.memories import MemoryState, TransitionItem, import_transitions
 from batchrl.specs import EnvSpec
 
 
@@ -102,20 +101,6 @@ def networks(config: NAFConfig, info: SpaceInfo) -> NAFNetworks:
   return make_networks(config, info)
 
 
-def memory_of(config: NAFConfig, info: SpaceInfo) -> Memory:
-  """The replay memory: ``width`` = the envs stored together."""
-  return make_memory(config.memory, capacity=config.memory_capacity, width=info.num_envs,
-                     prioritization_weight=config.prioritization_weight,
-                     prioritization_constant=config.prioritization_constant,
-                     beta_initial=config.beta_initial, beta_steps=config.beta_steps)
-
-
-def optimizer(config: NAFConfig) -> optax.GradientTransformation:
-  clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
-          if config.max_grad_norm is not None else [])
-  return optax.chain(*clip, optax.adam(config.learning_rate, eps=config.adam_epsilon))
-
-
 def item_template(info: SpaceInfo, nets: NAFNetworks) -> TransitionItem:
   """One stored transition (no batch axes), as zeros; the action normalized ``[A]``."""
   obs = spaces.zero_obs(info, ())
@@ -128,7 +113,7 @@ def init(config: NAFConfig, exploration, key: jax.Array, spec: EnvSpec) -> NAFSt
   check_continuous(spec.action_space)
   info = space_info(spec, layout(config, spec))
   nets = networks(config, info)
-  memory = memory_of(config, info)
+  memory = dqn_agent.memory_of(config, info)
   if memory.num_items < config.batch_size:
     raise ValueError(f"naf.memory_capacity holds {memory.num_items} transitions (whole rows of "
                      f"{info.num_envs} envs), fewer than batch_size ({config.batch_size}).")
@@ -137,7 +122,7 @@ def init(config: NAFConfig, exploration, key: jax.Array, spec: EnvSpec) -> NAFSt
   noise = () if exploration is None else exploration.init(info.num_envs,
                                                           (nets.actions.size,))
   zero = jnp.int32(0)
-  return NAFState(params, params, optimizer(config).init(params),
+  return NAFState(params, params, dqn_agent.optimizer(config).init(params),
                   memory.init(item_template(info, nets)), noise, state_key, zero, zero, zero,
                   zero, info, dqn_agent.Static(config))
 
@@ -180,7 +165,7 @@ def store(config: NAFConfig, exploration, state: NAFState, transition: Transitio
                        jnp.asarray(transition.terminated, jnp.bool_),
                        jnp.asarray(transition.truncated, jnp.bool_),
                        spaces.float_obs(info, transition.next_obs))
-  memory = memory_of(config, info).add(state.memory, row)
+  memory = dqn_agent.memory_of(config, info).add(state.memory, row)
   noise = state.noise
   if exploration is not None and exploration.is_ou:
     noise = exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
@@ -216,12 +201,12 @@ def loss_fn(config: NAFConfig, nets: NAFNetworks, params, sample, target: jax.Ar
 def gradient_step(config: NAFConfig, state: NAFState, key, params, opt_state):
   """One Adam step on a fresh batch: ``(params, opt_state, index[K], |TD|[K], metrics)``."""
   nets = networks(config, state.info)
-  memory = memory_of(config, state.info)
+  memory = dqn_agent.memory_of(config, state.info)
   sample = memory.sample(state.memory, key, config.batch_size, state.num_steps)
   target = targets(config, nets, state.target_params, sample.items)
   grad_fn = jax.value_and_grad(functools.partial(loss_fn, config, nets), has_aux=True)
   (_, (metrics, errors)), grads = grad_fn(params, sample, target)
-  updates, opt_state = optimizer(config).update(grads, opt_state, params)
+  updates, opt_state = dqn_agent.optimizer(config).update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
   metrics["grad_norm"] = optax.tree.norm(grads)
   return params, opt_state, sample.index, errors, metrics
@@ -231,7 +216,7 @@ def update(config: NAFConfig, exploration, state: NAFState) -> tuple[NAFState, d
   """``repeat_update`` gradient steps (once ``first_update`` steps and a batch are stored),
   priorities from their TD errors, then the target update when it is due (DQN's gate and
   target sync)."""
-  memory = memory_of(config, state.info)
+  memory = dqn_agent.memory_of(config, state.info)
   ready = dqn_agent.update_ready(config, memory.size(state.memory), state.num_steps)
   key, params, opt_state, mstate, metrics = dqn_agent.gated_steps(
       config, memory, state, ready, functools.partial(gradient_step, config))
@@ -244,7 +229,7 @@ def update(config: NAFConfig, exploration, state: NAFState) -> tuple[NAFState, d
 
 def summarize(config: NAFConfig, exploration, state: NAFState) -> dict:
   """TensorBoard material: noise scale, memory fill, updates, the OU noise."""
-  memory = memory_of(config, state.info)
+  memory = dqn_agent.memory_of(config, state.info)
   scalars = {"noise_scale": noise_scale(exploration, state.num_steps),
              "memory/size": memory.size(state.memory).astype(jnp.float32),
              "updates": state.num_updates.astype(jnp.float32)}
@@ -268,5 +253,5 @@ def import_observations(state: NAFState, observations) -> NAFState:
   config = dqn_agent.config_of(state, "naf")
   nets = networks(config, state.info)
   items = dqn_agent.memory_transitions(state.info, nets.actions.from_env, observations)
-  memory = import_transitions(memory_of(config, state.info), state.memory, items)
+  memory = import_transitions(dqn_agent.memory_of(config, state.info), state.memory, items)
   return state._replace(memory=memory)
