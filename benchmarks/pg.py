@@ -43,8 +43,9 @@ def row(name: str, use_peers: bool) -> tuple[str, str, str, str]:
   print(f"  batchrl train --config {config} (cold process) ...", flush=True)
   ours = cold_process(config, overrides)
   best = max(score for _, score in ours["evals"])
-  value = (f"{ours['steps']} steps, whole process {ours['wall_s']:.1f} s, best eval "
-           f"{best:.1f}, >= {target:g} at {_reached(ours['evals'], target)} steps")
+  value = (f"{ours['steps']} steps, whole process {ours['wall_s']:.1f} s, final eval "
+           f"{ours['final_return']:.1f}, best {best:.1f}, >= {target:g} at "
+           f"{_reached(ours['evals'], target)} steps")
   theirs = peer(peer_name, use_peers, steps=steps, target=target) if peer_name else None
   if theirs is None:
     how = "no peer in this run" if peer_name else "(no peer row)"

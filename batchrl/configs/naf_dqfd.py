@@ -53,7 +53,8 @@ from typing import Literal
 import numpy as np
 
 from batchrl.configs.base import ConfigError, configclass, param
-from batchrl.configs.value_based import DQN_MEMORIES, DQNConfig, cartpole
+from batchrl.configs.value_based import (DQNConfig, ReplayConfig, cartpole, check_network_fields,
+                                         check_replay)
 from batchrl.exploration import ExplorationSpecError, build_exploration
 
 DEFAULT_NAF_EXPLORATION = json.dumps({"type": "ornstein_uhlenbeck", "sigma": 0.3, "mu": 0.0,
@@ -69,8 +70,9 @@ def _did_you_mean(value, valid) -> str:
 
 
 @configclass
-class NAFConfig:
-  """Hyper-parameters of ``make_naf`` (see the module docstring for units)."""
+class NAFConfig(ReplayConfig):
+  """Hyper-parameters of ``make_naf`` (see the module docstring for units); the memory,
+  schedule, loss and optimizer fields are ``ReplayConfig``'s, shared with DQN."""
 
   network: str | None = param(None, "None: an MLP of hidden_layers on a Box observation (the "
                               "'flat' layout). Else a network spec as JSON text "
@@ -79,35 +81,6 @@ class NAFConfig:
   hidden_layers: tuple[int, ...] = param((64, 64), "Flat layout: hidden sizes of the MLP "
                                          "shared by the V, mu and L heads.")
   activation: Literal["relu", "tanh"] = param("relu", "Flat layout: hidden activation.")
-
-  memory: str = param("replay", "Replay memory: 'replay' (uniform), 'prioritized_replay' (sum "
-                      "tree) or 'naive_prioritized_replay' (O(N) draws).")
-  memory_capacity: int = param(100_000, "Transitions the memory holds (rounded down to whole "
-                               "rows of num_envs).")
-  prioritization_weight: float = param(0.6, "Prioritized memories: alpha.")
-  prioritization_constant: float = param(1e-6, "Prioritized memories: added to |TD error|.")
-  beta_initial: float = param(0.4, "Prioritized memories: importance-weight exponent at the "
-                              "start, annealed linearly to 1 over beta_steps.")
-  beta_steps: int | None = param(None, "Prioritized memories: environment steps over which "
-                                 "beta reaches 1 (None: beta stays beta_initial).")
-
-  batch_size: int = param(32, "Transitions per gradient step.")
-  update_frequency: int = param(4, "store calls between updates (the model's period); each "
-                                "stores num_envs transitions.")
-  first_update: int = param(10_000, "Environment steps stored before the first update.")
-  repeat_update: int = param(1, "Gradient steps per update (each on a fresh batch).")
-  target_update_frequency: int = param(10_000, "Environment steps between target network "
-                                       "updates (checked at each update).")
-  update_target_weight: float = param(1.0, "tau: target <- tau * online + (1 - tau) * target "
-                                      "at each target update (1 = hard copy).")
-
-  discount: float = param(0.99, "Reward discount gamma.")
-  clip_loss: float = param(0.0, "If > 0, Huber loss with this bound; else 0.5 * squared TD "
-                           "error.")
-  learning_rate: float = param(1e-3, "Adam step size.")
-  adam_epsilon: float = param(1e-8, "Adam epsilon.")
-  max_grad_norm: float | None = param(None, "Clip gradients to this global norm (None: off).")
-
   exploration: str | None = param(DEFAULT_NAF_EXPLORATION, "Noise inside the model's act, as "
                                   "JSON text of a batchrl.exploration spec for float actions "
                                   "(ornstein_uhlenbeck, gaussian, constant, linear_decay, "
@@ -116,55 +89,9 @@ class NAFConfig:
                                   "then clipped. None: no noise.")
 
   def __post_init__(self):
-    _check_naf(self)
-
-  def replace(self, **changes) -> "NAFConfig":
-    """A copy with ``changes``; unknown keys are errors naming the closest field."""
-    names = [f.name for f in dataclasses.fields(self)]
-    for key in changes:
-      if key not in names:
-        raise ConfigError(f"Unknown NAFConfig field {key!r}.{_did_you_mean(key, names)}")
-    return dataclasses.replace(self, **changes)
-
-
-def _check_naf(c: NAFConfig) -> None:
-  if c.network is not None:
-    try:
-      json.loads(c.network)
-    except json.JSONDecodeError as e:
-      raise ConfigError(f"naf.network is not valid JSON: {e}") from None
-  if not c.hidden_layers or any(n < 1 for n in c.hidden_layers):
-    raise ConfigError(f"naf.hidden_layers must be positive sizes, got {c.hidden_layers!r}.")
-  if c.memory not in DQN_MEMORIES:
-    raise ConfigError(f"unknown naf.memory {c.memory!r}.{_did_you_mean(c.memory, DQN_MEMORIES)}"
-                      f" Valid: {', '.join(DQN_MEMORIES)}.")
-  for name in ("memory_capacity", "batch_size", "update_frequency", "repeat_update",
-               "target_update_frequency"):
-    if getattr(c, name) < 1:
-      raise ConfigError(f"naf.{name} must be >= 1, got {getattr(c, name)!r}.")
-  if c.memory_capacity < c.batch_size:
-    raise ConfigError(f"naf.memory_capacity ({c.memory_capacity}) is smaller than batch_size "
-                      f"({c.batch_size}): a batch could never be drawn.")
-  if c.first_update < 0:
-    raise ConfigError(f"naf.first_update must be >= 0, got {c.first_update!r}.")
-  if c.beta_steps is not None and c.beta_steps < 1:
-    raise ConfigError(f"naf.beta_steps must be None or >= 1, got {c.beta_steps!r}.")
-  if not 0.0 <= c.discount <= 1.0:
-    raise ConfigError(f"naf.discount must be in [0, 1], got {c.discount!r}.")
-  if not 0.0 < c.update_target_weight <= 1.0:
-    raise ConfigError(f"naf.update_target_weight (tau) must be in (0, 1], got "
-                      f"{c.update_target_weight!r}.")
-  for name in ("learning_rate", "adam_epsilon"):
-    if not getattr(c, name) > 0:
-      raise ConfigError(f"naf.{name} must be > 0, got {getattr(c, name)!r}.")
-  for name in ("clip_loss", "prioritization_weight", "prioritization_constant"):
-    if getattr(c, name) < 0:
-      raise ConfigError(f"naf.{name} must be >= 0, got {getattr(c, name)!r}.")
-  if not 0.0 <= c.beta_initial <= 1.0:
-    raise ConfigError(f"naf.beta_initial must be in [0, 1], got {c.beta_initial!r}.")
-  if c.max_grad_norm is not None and not c.max_grad_norm > 0:
-    raise ConfigError(f"naf.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
-  parse_naf_exploration(c.exploration)
+    check_network_fields(self, "naf")
+    check_replay(self, "naf")
+    parse_naf_exploration(self.exploration)
 
 
 def parse_naf_exploration(text: str | None):

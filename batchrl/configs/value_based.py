@@ -84,18 +84,9 @@ DEFAULT_EXPLORATION = json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1
 
 
 @configclass
-class DQNConfig:
-  """Hyper-parameters of ``make_dqn`` (see the module docstring for units)."""
-
-  network: str | None = param(None, "None: an MLP of hidden_layers on a Box observation with one "
-                              "Discrete action (the 'flat' layout). Else a network spec as JSON "
-                              "text (batchrl.networks.layered) for any states, int/bool actions "
-                              "and masks; end it with a 'dueling' layer of size = number of "
-                              "Q-values for dueling heads.")
-  hidden_layers: tuple[int, ...] = param((64, 64), "Flat layout: hidden sizes of the MLP.")
-  activation: Literal["relu", "tanh"] = param("relu", "Flat layout: hidden activation.")
-  dueling: bool = param(False, "Dueling head, Q = V + A - mean(A) (Wang et al.); with a network "
-                        "spec, ending the spec with a 'dueling' layer does the same.")
+class ReplayConfig:
+  """What every replay agent (DQN, DDQN, DQFD, NAF) shares: the memory, the update schedule,
+  the TD loss and the optimizer. Agent configs add their network and exploration fields."""
 
   memory: str = param("replay", "Replay memory: 'replay' (uniform), 'prioritized_replay' (sum "
                       "tree) or 'naive_prioritized_replay' (O(N) draws).")
@@ -121,92 +112,103 @@ class DQNConfig:
                                       "at each target update (1 = hard copy).")
 
   discount: float = param(0.99, "Reward discount gamma.")
-  double_dqn: bool = param(False, "Double DQN targets: the online network picks the next "
-                           "action, the target network values it.")
-  n_step: int = param(1, "n-step returns: sum n discounted rewards, then bootstrap; cut at "
-                      "episode ends (bootstrap from the final observation on truncation, "
-                      "not on termination).")
   clip_loss: float = param(0.0, "If > 0, Huber loss with this linear bound (delta); else "
                            "0.5 * squared TD error.")
   learning_rate: float = param(1e-3, "Adam step size.")
   adam_epsilon: float = param(1e-8, "Adam epsilon.")
   max_grad_norm: float | None = param(None, "Clip gradients to this global norm (None: off).")
 
-  exploration: str | None = param(DEFAULT_EXPLORATION, "Epsilon-greedy exploration inside the "
-                                  "model's act, as JSON text of a batchrl.exploration spec "
-                                  "(constant, linear_decay, epsilon_anneal, epsilon_decay; "
-                                  "timesteps = environment steps stored). None: greedy.")
-
-  def __post_init__(self):
-    _check_network(self)
-    _check_memory(self)
-    _check_counts(self)
-    _check_ranges(self)
-    _check_exploration(self)
-
-  def replace(self, **changes) -> "DQNConfig":
+  def replace(self, **changes):
     """A copy with ``changes``; unknown keys are errors naming the closest field."""
     names = [f.name for f in dataclasses.fields(self)]
     for key in changes:
       if key not in names:
         close = difflib.get_close_matches(key, names, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"Unknown DQNConfig field {key!r}.{hint}")
+        raise ConfigError(f"Unknown {type(self).__name__} field {key!r}.{hint}")
     return dataclasses.replace(self, **changes)
 
 
-def _check_network(c: DQNConfig) -> None:
+@configclass
+class DQNConfig(ReplayConfig):
+  """Hyper-parameters of ``make_dqn`` (see the module docstring for units); the memory,
+  schedule, loss and optimizer fields are ``ReplayConfig``'s."""
+
+  network: str | None = param(None, "None: an MLP of hidden_layers on a Box observation with one "
+                              "Discrete action (the 'flat' layout). Else a network spec as JSON "
+                              "text (batchrl.networks.layered) for any states, int/bool actions "
+                              "and masks; end it with a 'dueling' layer of size = number of "
+                              "Q-values for dueling heads.")
+  hidden_layers: tuple[int, ...] = param((64, 64), "Flat layout: hidden sizes of the MLP.")
+  activation: Literal["relu", "tanh"] = param("relu", "Flat layout: hidden activation.")
+  dueling: bool = param(False, "Dueling head, Q = V + A - mean(A) (Wang et al.); with a network "
+                        "spec, ending the spec with a 'dueling' layer does the same.")
+  double_dqn: bool = param(False, "Double DQN targets: the online network picks the next "
+                           "action, the target network values it.")
+  n_step: int = param(1, "n-step returns: sum n discounted rewards, then bootstrap; cut at "
+                      "episode ends (bootstrap from the final observation on truncation, "
+                      "not on termination).")
+  exploration: str | None = param(DEFAULT_EXPLORATION, "Epsilon-greedy exploration inside the "
+                                  "model's act, as JSON text of a batchrl.exploration spec "
+                                  "(constant, linear_decay, epsilon_anneal, epsilon_decay; "
+                                  "timesteps = environment steps stored). None: greedy.")
+
+  def __post_init__(self):
+    check_network_fields(self, "dqn")
+    if self.memory == "sequential":
+      raise ConfigError("dqn.memory 'sequential' samples windows for recurrent networks; DQN "
+                        "trains on single transitions (n-step windows come from n_step). Use "
+                        f"one of {', '.join(DQN_MEMORIES)}.")
+    check_replay(self, "dqn")
+    if self.n_step < 1:
+      raise ConfigError(f"dqn.n_step must be >= 1, got {self.n_step!r}.")
+    parse_exploration(self.exploration)
+
+
+def check_network_fields(c, prefix: str) -> None:
+  """``network`` (JSON text or None) and the flat layout's ``hidden_layers``."""
   if c.network is not None:
     try:
       json.loads(c.network)
     except json.JSONDecodeError as e:
-      raise ConfigError(f"dqn.network is not valid JSON: {e}") from None
+      raise ConfigError(f"{prefix}.network is not valid JSON: {e}") from None
   if not c.hidden_layers or any(n < 1 for n in c.hidden_layers):
-    raise ConfigError(f"dqn.hidden_layers must be positive sizes, got {c.hidden_layers!r}.")
+    raise ConfigError(f"{prefix}.hidden_layers must be positive sizes, got {c.hidden_layers!r}.")
 
 
-def _check_memory(c: DQNConfig) -> None:
-  if c.memory == "sequential":
-    raise ConfigError("dqn.memory 'sequential' samples windows for recurrent networks; DQN "
-                      "trains on single transitions (n-step windows come from n_step). Use "
-                      f"one of {', '.join(DQN_MEMORIES)}.")
+def check_replay(c: ReplayConfig, prefix: str) -> None:
+  """The ``ReplayConfig`` fields; errors name them as ``<prefix>.<field>``."""
   if c.memory not in DQN_MEMORIES:
     close = difflib.get_close_matches(c.memory, DQN_MEMORIES, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown dqn.memory {c.memory!r}.{hint} Valid: "
+    raise ConfigError(f"unknown {prefix}.memory {c.memory!r}.{hint} Valid: "
                       f"{', '.join(DQN_MEMORIES)}.")
-  if c.memory_capacity < c.batch_size:
-    raise ConfigError(f"dqn.memory_capacity ({c.memory_capacity}) is smaller than "
-                      f"batch_size ({c.batch_size}): a batch could never be drawn.")
-
-
-def _check_counts(c: DQNConfig) -> None:
   for name in ("memory_capacity", "batch_size", "update_frequency", "repeat_update",
-               "target_update_frequency", "n_step"):
+               "target_update_frequency"):
     if getattr(c, name) < 1:
-      raise ConfigError(f"dqn.{name} must be >= 1, got {getattr(c, name)!r}.")
+      raise ConfigError(f"{prefix}.{name} must be >= 1, got {getattr(c, name)!r}.")
+  if c.memory_capacity < c.batch_size:
+    raise ConfigError(f"{prefix}.memory_capacity ({c.memory_capacity}) is smaller than "
+                      f"batch_size ({c.batch_size}): a batch could never be drawn.")
   if c.first_update < 0:
-    raise ConfigError(f"dqn.first_update must be >= 0, got {c.first_update!r}.")
+    raise ConfigError(f"{prefix}.first_update must be >= 0, got {c.first_update!r}.")
   if c.beta_steps is not None and c.beta_steps < 1:
-    raise ConfigError(f"dqn.beta_steps must be None or >= 1, got {c.beta_steps!r}.")
-
-
-def _check_ranges(c: DQNConfig) -> None:
+    raise ConfigError(f"{prefix}.beta_steps must be None or >= 1, got {c.beta_steps!r}.")
   if not 0.0 <= c.discount <= 1.0:
-    raise ConfigError(f"dqn.discount must be in [0, 1], got {c.discount!r}.")
+    raise ConfigError(f"{prefix}.discount must be in [0, 1], got {c.discount!r}.")
   if not 0.0 < c.update_target_weight <= 1.0:
-    raise ConfigError(f"dqn.update_target_weight (tau) must be in (0, 1], got "
+    raise ConfigError(f"{prefix}.update_target_weight (tau) must be in (0, 1], got "
                       f"{c.update_target_weight!r}.")
   for name in ("learning_rate", "adam_epsilon"):
     if not getattr(c, name) > 0:
-      raise ConfigError(f"dqn.{name} must be > 0, got {getattr(c, name)!r}.")
+      raise ConfigError(f"{prefix}.{name} must be > 0, got {getattr(c, name)!r}.")
   for name in ("clip_loss", "prioritization_weight", "prioritization_constant"):
     if getattr(c, name) < 0:
-      raise ConfigError(f"dqn.{name} must be >= 0, got {getattr(c, name)!r}.")
+      raise ConfigError(f"{prefix}.{name} must be >= 0, got {getattr(c, name)!r}.")
   if not 0.0 <= c.beta_initial <= 1.0:
-    raise ConfigError(f"dqn.beta_initial must be in [0, 1], got {c.beta_initial!r}.")
+    raise ConfigError(f"{prefix}.beta_initial must be in [0, 1], got {c.beta_initial!r}.")
   if c.max_grad_norm is not None and not c.max_grad_norm > 0:
-    raise ConfigError(f"dqn.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
+    raise ConfigError(f"{prefix}.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
 
 
 def parse_exploration(text: str | None):
@@ -224,10 +226,6 @@ def parse_exploration(text: str | None):
   except ExplorationSpecError as e:
     raise ConfigError(str(e)) from None
   return exploration
-
-
-def _check_exploration(c: DQNConfig) -> None:
-  parse_exploration(c.exploration)
 
 
 # ----------------------------------------------------------------------------- presets
