@@ -141,6 +141,34 @@ def test_forkserver_context():
     assert env.step(0)[2] is True
 
 
+_FORKSERVER_EXIT = """
+import sys
+sys.path[:0] = [{root!r}]
+import gymnasium as gym
+from batchrl.envs.process import ExternalProcess
+
+class Marked(gym.Env):
+  observation_space = action_space = gym.spaces.Discrete(2)
+  def reset(self, seed=None, options=None): return 0, {{}}
+  def step(self, action): return 0, 0.0, False, False, {{}}
+  def close(self): open({marker!r}, "w").close()
+
+env = ExternalProcess(Marked, context="forkserver")
+env.reset()
+sys.exit(0)  # no close(): the finalizers close the worker, then the fork server
+"""
+
+
+def test_forkserver_exit_closes_envs_and_leaves_no_socket_or_child(tmp_path):
+  marker = tmp_path / "closed"
+  done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c",
+                         _FORKSERVER_EXIT.format(root=ROOT, marker=str(marker))],
+                        capture_output=True, text=True, timeout=60)
+  assert done.returncode == 0, done.stderr
+  assert marker.exists()  # the worker's env was closed politely, before the server went
+  assert "ResourceWarning" not in done.stderr, done.stderr
+
+
 _SCRIPT = """
 import functools, os, sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
@@ -150,6 +178,8 @@ from batchrl.envs.batch import BatchEnv
 from batchrl.envs.process import ExternalProcess
 
 if __name__ == "__main__":
+  import faulthandler, signal
+  faulthandler.register(signal.SIGUSR1)  # the test asks for a stack dump if this hangs
   single = ExternalProcess(functools.partial(mock_envs.DurationEnv, duration=3))
   single.reset()
   batch = BatchEnv([functools.partial(mock_envs.DurationEnv, duration=3)] * 4, num_workers=2)
@@ -174,10 +204,20 @@ def test_no_process_left_behind_at_exit_or_ctrl_c(mode):
     if mode == "ctrl-c":
       time.sleep(0.3)
       os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-    _, stderr = proc.communicate(timeout=30)
+    try:
+      _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # say where it hangs (seen once, under heavy load)
+      os.kill(proc.pid, signal.SIGUSR1)
+      time.sleep(1.0)
+      proc.kill()
+      _, stderr = proc.communicate()
+      alive = [pid for pid in pids if mock_envs.alive(pid)]
+      pytest.fail(f"the script did not exit within 30 s ({mode}); workers alive: {alive}; "
+                  f"its stderr, with a stack dump of every thread:\n{stderr}")
   finally:
     if proc.poll() is None:
       proc.kill()
+      proc.wait()
   if mode == "ctrl-c":
     assert "KeyboardInterrupt" in stderr
     assert stderr.count("Traceback") == 1, stderr  # the workers stayed quiet

@@ -310,6 +310,9 @@ class _ForkServer:
     conn.send_bytes(_header())
     conn.send_bytes(pickle.dumps(FORKSERVER_PRELOAD))
     conn.close()
+    # At exit finalizers run newest first: the workers forked from this server are closed
+    # (politely, through their status pipes) before the server itself goes.
+    weakref.finalize(self, _stop_fork_server, self.owner, self.sock, self.popen)
 
   def fork(self, fd: int, alive_fd: int) -> ForkedProcess:
     status_r, status_w = os.pipe()
@@ -335,6 +338,19 @@ def _fork_server() -> _ForkServer:
     if _server is None or _server.owner != os.getpid() or _server.popen.poll() is not None:
       _server = _ForkServer()
     return _server
+
+
+def _stop_fork_server(owner: int, sock: socket.socket, popen: subprocess.Popen) -> None:
+  """Closes the server's socket (it returns on EOF) and reaps it, rather than leaving an
+  open socket and a running child to the interpreter's teardown (ResourceWarnings)."""
+  if os.getpid() != owner:
+    return
+  sock.close()
+  try:
+    popen.wait(2.0)
+  except subprocess.TimeoutExpired:
+    popen.kill()
+    popen.wait()
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
