@@ -130,8 +130,16 @@ def summarize(infos: dict) -> dict[str, float]:
     elif name == "episodes":
       out[name] = float(np.sum(value))
     else:
-      out[name] = float(np.nanmean(value[..., -1]))  # the latest update's value
+      out[name] = nan_mean(value[..., -1])  # the latest update's value
   return out
+
+
+def nan_mean(values) -> float:
+  """The mean of the non-NaN values; NaN, without numpy's empty-slice warning, when there
+  are none (no episode finished in the window, or a metric no update has written yet)."""
+  values = np.asarray(values, np.float64)
+  values = values[~np.isnan(values)]
+  return float(values.mean()) if values.size else math.nan
 
 
 def per_seed_scores(infos: dict) -> list[float]:
@@ -258,7 +266,7 @@ class Trainer:
     stats = jax.device_get(self.evaluate(self.sim))
     if self.exp.run.backend != "gymnax":
       self.sim = self.restart(self.sim)  # evaluation used the same host envs
-    metrics = {k: float(np.nanmean(np.asarray(v, np.float64))) for k, v in stats.items()}
+    metrics = {k: nan_mean(v) for k, v in stats.items()}
     if self.seeds:
       metrics.update(_per_seed(np.asarray(stats["mean_score"])))
     return metrics

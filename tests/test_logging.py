@@ -109,3 +109,19 @@ def test_progress_renders_on_a_terminal():
     bar.update(600, phase="train", score=-12.25)
   text = stream.getvalue()
   assert "600/1000" in text and "steps/s" in text and "-12.25" in text
+
+
+def test_report_means_skip_nans_and_stay_quiet_when_nothing_finished():
+  """A report window where no episode finished gives NaN, not numpy's empty-slice warning."""
+  import warnings
+  from batchrl.experiment import nan_mean, summarize
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert nan_mean([1.0, np.nan, 3.0]) == 2.0
+    assert np.isnan(nan_mean([np.nan, np.nan]))
+    assert np.isnan(nan_mean(np.zeros((0,))))
+    report = summarize({"mean_score": np.full((2, 4), np.nan), "episodes": np.zeros((2, 4)),
+                        "mean_length": np.full((2, 4), np.nan),
+                        "kl": np.array([[0.1, 0.2, np.nan, np.nan]] * 2)})
+  assert report["episodes"] == 0.0 and np.isnan(report["kl"])
+  assert np.isnan(report["mean_score"])
