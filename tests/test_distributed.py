@@ -245,6 +245,8 @@ def test_cli_run_learns_and_resumes_after_the_driver_is_killed(tmp_path):
   finally:
     if first.poll() is None:
       first.kill()
+      first.wait()
+    first.stdout.close()
   done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=400)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "Resuming" in done.stderr and "Resumed" in done.stderr
