@@ -35,13 +35,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from batchrl.configs.base import ConfigError
+
+if TYPE_CHECKING:  # the agents (and JAX) load lazily, with the first Agent
+  from batchrl.agents.core import Model
 
 SPEC_FILE = "agent.json"
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
@@ -219,7 +221,7 @@ class Agent:
     self.timesteps = 0
     self.episodes = 0
     self.updates = 0  # updates that learned (see _update_learned)
-    self._learned = _learning_updates(self._device.model)
+    self._learned = _learning_updates(self._rt.parts.model, self._device.model)
 
   # ------------------------------------------------------------------------ properties
 
@@ -305,7 +307,7 @@ class Agent:
     """Whether the update that just ran learned. Replay models (DQN, NAF, DQFD) call
     ``update`` every period but learn only from ``first_update`` steps on, counting the
     updates that did in their state; ``agent.updates`` counts those."""
-    count = _learning_updates(self._device.model)
+    count = _learning_updates(self._rt.parts.model, self._device.model)
     if count is None:
       return True
     learned = count != self._learned
@@ -620,7 +622,7 @@ class Agent:
     self.timesteps = int(counters.get("timesteps", 0))
     self.episodes = int(counters.get("episodes", 0))
     self.updates = int(counters.get("updates", 0))
-    self._learned = _learning_updates(state.model)
+    self._learned = _learning_updates(self._rt.parts.model, state.model)
     self._acted[:] = False
     for name, dtype in (("held", bool), ("reward", np.float32), ("terminal", np.int32),
                         ("start", bool), ("staged", np.int64), ("episode_steps", np.int64)):
@@ -635,22 +637,10 @@ class Agent:
     self._sync()
 
 
-def _learning_updates(model) -> int | None:
-  """The count of updates that learned, kept by models whose ``update`` may skip learning
-  (the replay agents' gate, VPG's batches of whole episodes); None for models that learn in
-  every update. Looks only at
-  agent modules already imported (a model of one of them imported its module)."""
-  loaded = {name: sys.modules.get(f"batchrl.agents.{name}.agent")
-            for name in ("dqfd", "dqn", "naf")}
-  if loaded["dqfd"] is not None and isinstance(model, loaded["dqfd"].DQFDState):
-    model = model.dqn
-  for name, state_type in (("dqn", "DQNState"), ("naf", "NAFState")):
-    if loaded[name] is not None and isinstance(model, getattr(loaded[name], state_type)):
-      return int(model.num_updates)
-  pg = sys.modules.get("batchrl.agents.pg_common")
-  if pg is not None and isinstance(model, pg.PGState) and model.episodes != ():
-    return int(model.num_updates)  # VPG counting whole episodes waits for enough of them
-  return None
+def _learning_updates(model: Model, state) -> int | None:
+  """The count of updates that learned, for models whose ``update`` may skip learning
+  (``Model.learned_updates``); None for models that learn in every update."""
+  return None if model.learned_updates is None else int(model.learned_updates(state))
 
 
 def _update_ran(commit: str, flush: int, update: str, flag) -> bool:

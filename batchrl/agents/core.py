@@ -79,6 +79,9 @@ class Model:
     on_policy: whether ``update`` must only see experience from the current parameters
       (PPO, VPG, TRPO). Replay agents (DQN, NAF, DQFD) set False: distributed drivers may
       then act with parameters a few updates old and overlap acting with learning.
+    learned_updates: for models whose ``update`` may run without learning (replay agents
+      before ``first_update``, VPG waiting for whole episodes), ``(state) -> int[]``: the
+      count of updates that learned. None: every update learns.
   """
 
   init: Callable[[jax.Array, EnvSpec], PyTree]
@@ -91,6 +94,7 @@ class Model:
   name: str = "agent"
   summarize: Callable[[PyTree], dict] | None = None
   on_policy: bool = True
+  learned_updates: Callable[[PyTree], jax.Array] | None = None
 
   def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
     """Store the transition; update under ``lax.cond`` when a batch is ready.

@@ -770,4 +770,6 @@ def make_model(config, name: str, init, update) -> Model:
       track=lambda state, transition: track(config, state, transition),
       period=config.rollout_length,
       name=name,
-      summarize=lambda state: summarize(config, state))
+      summarize=lambda state: summarize(config, state),
+      # Counting whole episodes, an update waits until enough of them finished.
+      learned_updates=(lambda state: state.num_updates) if counts_episodes(config) else None)

@@ -84,6 +84,7 @@ def make_dqfd(config: DQFDConfig | None = None, name: str = "dqfd") -> Model:
       ready=lambda state: state.dqn.pending >= config.update_frequency,
       period=config.update_frequency,
       on_policy=False,
+      learned_updates=lambda state: state.dqn.num_updates,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 

@@ -84,6 +84,7 @@ def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
       ready=lambda state: state.pending >= config.update_frequency,
       period=config.update_frequency,
       on_policy=False,
+      learned_updates=lambda state: state.num_updates,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 

@@ -78,6 +78,7 @@ def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
       ready=lambda state: state.pending >= config.update_frequency,
       period=config.update_frequency,
       on_policy=False,
+      learned_updates=lambda state: state.num_updates,
       name=name,
       summarize=lambda state: summarize(config, exploration, state))
 
