@@ -69,28 +69,28 @@ def _add_ray_arguments(train) -> None:
                    "runners); this process learns")
   ray.add_argument("--address", help="join the Ray cluster whose head is at HOST:PORT (or "
                    "'auto'); default: a local Ray instance under the run directory")
-  ray.add_argument("--runners", type=int, default=2, help="env runners (default 2)")
+  ray.add_argument("--runners", type=int, help="env runners (default 2)")
   ray.add_argument("--envs-per-runner", type=int, metavar="M", help="envs per runner; the "
                    "run then has runners x M envs (default: run.num_envs / runners)")
-  ray.add_argument("--max-restarts", type=int, default=5, help="runner replacements allowed "
+  ray.add_argument("--max-restarts", type=int, help="runner replacements allowed "
                    "before the run stops (default 5)")
-  ray.add_argument("--runner-timeout", type=float, default=300.0, metavar="SECONDS",
+  ray.add_argument("--runner-timeout", type=float, metavar="SECONDS",
                    help="a runner silent this long in one call is replaced (default 300)")
 
 
 def _ray_options(args):
-  """``RayOptions`` from the command line, or None without ``--ray``."""
-  given = [flag for flag, value in (("--address", args.address),
-                                    ("--envs-per-runner", args.envs_per_runner))
-           if value is not None]
+  """``RayOptions`` from the command line (its defaults where a flag is not given), or None
+  without ``--ray``."""
+  given = {name: value for name, value in (
+      ("address", args.address), ("runners", args.runners),
+      ("envs_per_runner", args.envs_per_runner), ("max_restarts", args.max_restarts),
+      ("runner_timeout", args.runner_timeout)) if value is not None}
   if not args.ray:
     if given:
-      raise UserInputError(f"{given[0]} only applies with --ray")
+      raise UserInputError(f"--{next(iter(given)).replace('_', '-')} only applies with --ray")
     return None
   from batchrl.distributed import RayOptions
-  return RayOptions(address=args.address, runners=args.runners,
-                    envs_per_runner=args.envs_per_runner, max_restarts=args.max_restarts,
-                    runner_timeout=args.runner_timeout)
+  return RayOptions(**given)
 
 
 def _add_run_parser(sub) -> None:
@@ -171,9 +171,9 @@ def _train(args) -> int:
   overrides += ray.overrides() if ray else []
   exp = configs.apply_overrides(exp, overrides)
   experiment.check_seeds(exp, args.seeds)
-  if ray:
+  if ray:  # before a run directory exists; a resumed run splits its saved num_envs
     from batchrl import distributed
-    ray = distributed.preflight(exp, ray, args.seeds)
+    distributed.preflight(exp, ray, args.seeds)
   experiment.check_env(exp.run)
   run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
   existed = run_dir.exists()

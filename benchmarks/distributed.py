@@ -1,6 +1,6 @@
 """Distributed benchmark (not a test): the same run locally and on Ray, side by side.
 
-    python benchmarks/distributed.py                       # pendulum and cheetah (8 envs)
+    python benchmarks/distributed.py                       # pendulum (16 envs), cheetah (8)
     python benchmarks/distributed.py --configs pendulum --steps 80000 --repeats 3
 
 Each row is ``batchrl train --config NAME`` as a fresh process, once with the local host
@@ -14,6 +14,7 @@ Target (issue 9): Ray throughput >= 0.8x local with 2 runners on this 2-core mac
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -55,6 +56,8 @@ def main() -> None:
   parser.add_argument("--runners", type=int, default=2)
   parser.add_argument("--repeats", type=int, default=1, help="alternating local/Ray runs")
   args = parser.parse_args()
+  if importlib.util.find_spec("ray") is None:
+    parser.error('Ray is not installed: pip install -e ".[ray]"')
   print(f"{'config':<12} {'mode':<10} {'steps/s':>9} {'start-up s':>11} {'wall s':>8}")
   for config in [c for c in args.configs.split(",") if c]:
     results = {"local": [], "ray": []}

@@ -20,7 +20,7 @@ Rows:
 - process: ``python -m batchrl train --config cartpole_fused`` as a fresh process with an
   empty compilation cache (cold), then again with the cache it left (warm): wall time from
   process start to exit, and the last evaluation's mean score.
-- dqn: the train chunk of ``dqn_cartpole_fused`` (8 envs, 64 gradient steps per 256 env
+- dqn: the train chunk of ``dqn_cartpole_fused`` (8 envs; 128 gradient steps per 256 env
   steps), then its whole process (cold cache).
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import _ratio, cold_process, peer  # noqa: E402  (benchmarks/)
+from ppo import _ratio, peer, run_ours  # noqa: E402  (benchmarks/)
 
 # name -> (our config, overrides, steps, target, sb3-contrib peer or None)
 ROWS = {
@@ -34,18 +34,9 @@ ROWS = {
 }
 
 
-def _reached(evals, target: float):
-  return next((step for step, score in evals if score >= target), None)
-
-
 def row(name: str, use_peers: bool) -> tuple[str, str, str, str]:
   config, overrides, steps, target, peer_name = ROWS[name]
-  print(f"  batchrl train --config {config} (cold process) ...", flush=True)
-  ours = cold_process(config, overrides)
-  best = max(score for _, score in ours["evals"])
-  value = (f"{ours['steps']} steps, whole process {ours['wall_s']:.1f} s, final eval "
-           f"{ours['final_return']:.1f}, best {best:.1f}, >= {target:g} at "
-           f"{_reached(ours['evals'], target)} steps")
+  ours, value = run_ours(config, overrides, target)
   theirs = peer(peer_name, use_peers, steps=steps, target=target) if peer_name else None
   if theirs is None:
     how = "no peer in this run" if peer_name else "(no peer row)"

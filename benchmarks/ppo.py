@@ -53,6 +53,23 @@ RECORDED_CHEETAH = "SB3 PPO (defaults): ~10 min per 1M steps (peers.md, recorded
 # ------------------------------------------------------------------------------ ours
 
 
+def reached(evals, target: float) -> int | None:
+  """The first evaluated step whose score is >= target (None: never)."""
+  return next((step for step, score in evals if score >= target), None)
+
+
+def run_ours(config: str, overrides: list[str], target: float) -> tuple[dict, str]:
+  """``cold_process`` with a progress line; returns it and its table cell."""
+  print(f"  batchrl train --config {config} {' '.join(overrides)} (cold process) ...",
+        flush=True)
+  ours = cold_process(config, overrides)
+  best = max(score for _, score in ours["evals"])
+  value = (f"{ours['steps']} steps, whole process {ours['wall_s']:.1f} s, final eval "
+           f"{ours['final_return']:.1f}, best {best:.1f}, >= {target:g} at "
+           f"{reached(ours['evals'], target)} steps")
+  return ours, value
+
+
 def cold_process(config: str, overrides: list[str] = ()) -> dict:
   """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache.
 
@@ -203,7 +220,7 @@ def cartpole_rows(use_peers: bool, repeats: int) -> list[tuple[str, str, str, st
 
   run = configs.get("cartpole_fused").run
   args = dict(steps=run.steps, eval_every=run.eval_every, episodes=run.num_envs)
-  ours, theirs = [], []
+  ours, theirs, pairs, cpus = [], [], [], []  # pairs: ours / theirs in the same round
   for _ in range(repeats):  # alternated, so both see the same machine conditions
     print("  batchrl train --config cartpole_fused (cold process) ...", flush=True)
     ours.append(cold_process("cartpole_fused"))
@@ -211,15 +228,17 @@ def cartpole_rows(use_peers: bool, repeats: int) -> list[tuple[str, str, str, st
     result = peer("rejax_ppo_cartpole", use_peers, target=TARGET, **args)
     if result is not None:
       theirs.append(dict(result, cpu_s=_children_cpu() - cpu))
+      pairs.append(ours[-1]["wall_s"] / theirs[-1]["subprocess_s"])
+      cpus.append(ours[-1]["cpu_s"] / theirs[-1]["cpu_s"])
     print(f"    ours {ours[-1]['wall_s']:.1f} s (cpu {ours[-1]['cpu_s']:.1f} s)" + (
         f", rejax {result['subprocess_s']:.1f} s (cpu {theirs[-1]['cpu_s']:.1f} s)"
         if result else ""), flush=True)
   wall, cpu = (statistics.median(r[k] for r in ours) for k in ("wall_s", "cpu_s"))
   last = ours[-1]
-  reached = next((step for step, score in last["evals"] if score >= TARGET), None)
   runs = f"median of {repeats}: " if repeats > 1 else ""
   value = (f"{last['steps']} steps, {runs}whole process {wall:.1f} s (cpu {cpu:.1f} s), "
-           f"return {last['final_return']:.1f}, >= {TARGET:g} at {reached} steps")
+           f"return {last['final_return']:.1f}, >= {TARGET:g} at "
+           f"{reached(last['evals'], TARGET)} steps")
   split = fused_cartpole(steps=run.steps)
   split_value = (f"compile {split['compile_s']:.1f} s + train {split['train_s']:.1f} s, "
                  f"{split['steps_per_s']:,.0f} steps/s, return {split['return']:.1f}")
@@ -230,8 +249,6 @@ def cartpole_rows(use_peers: bool, repeats: int) -> list[tuple[str, str, str, st
     how = (f"rejax PPO, same run: {rj['steps']} steps, {runs}whole process {rj_wall:.1f} s "
            f"(cpu {rj_cpu:.1f} s), return {rj['final_return']:.1f}, >= {TARGET:g} at "
            f"{rj['steps_to_target']} steps")
-    pairs = [a["wall_s"] / b["subprocess_s"] for a, b in zip(ours, theirs)]
-    cpus = [a["cpu_s"] / b["cpu_s"] for a, b in zip(ours, theirs)]
     ratio = f"{statistics.median(pairs):.2f}x (cpu {statistics.median(cpus):.2f}x)"
     if repeats > 1:
       ratio += f"; pairs {', '.join(f'{x:.2f}' for x in pairs)}"
@@ -303,12 +320,17 @@ def main() -> None:
                    f"return {r['return']:.1f}", "", ""))
     else:
       raise SystemExit(f"unknown benchmark {name!r}; valid: cartpole, pendulum, cheetah, gpu")
+  print_table(rows, use_peers, "ours / peer time")
+
+
+def print_table(rows: list[tuple[str, str, str, str]], use_peers: bool, ratio_header: str) -> None:
+  """The load, the peers' versions, and one markdown row per (name, ours, peer, ratio)."""
   state = manifest()
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
   print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; peers: "
         + (", ".join(f"{k} {v}" for k, v in state["versions"].items() if v)
            if state and use_peers else "not run (recorded figures)"))
-  print("\n| benchmark | batchrl | peer | ours / peer time |\n|---|---|---|---|")
+  print(f"\n| benchmark | batchrl | peer | {ratio_header} |\n|---|---|---|---|")
   for name, value, how, ratio in rows:
     print(f"| {name} | {value} | {how} | {ratio} |")
 

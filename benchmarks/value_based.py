@@ -37,8 +37,7 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from peers.run import manifest  # noqa: E402  (benchmarks/)
-from ppo import TARGET, _ratio, cold_process, peer  # noqa: E402
+from ppo import TARGET, _ratio, peer, print_table, reached, run_ours  # noqa: E402  (benchmarks/)
 
 NAF_TARGET = -250.0
 DQFD_EVAL_EVERY = 2048  # 8 envs x 32 stores x 8 iterations
@@ -52,27 +51,11 @@ RECORDED = {
 }
 
 
-def _reached(evals, target: float):
-  return next((step for step, score in evals if score >= target), None)
-
-
-def _ours(config: str, overrides: list[str], target: float) -> tuple[dict, str]:
-  print(f"  batchrl train --config {config} {' '.join(overrides)} (cold process) ...",
-        flush=True)
-  ours = cold_process(config, overrides)
-  best = max(score for _, score in ours["evals"])
-  value = (f"{ours['steps']} steps, whole process {ours['wall_s']:.1f} s, best eval "
-           f"{best:.1f}, >= {target:g} at {_reached(ours['evals'], target)} steps")
-  return ours, value
-
-
 def _peer_row(name: str, label: str, peer_name: str, ours: dict, value: str,
               use_peers: bool, **args) -> tuple[str, str, str, str]:
   theirs = peer(peer_name, use_peers, target=TARGET, **args)
   if theirs is None:
     rec = RECORDED[peer_name]
-    if rec["subprocess_s"] is None:
-      return (name, value, f"{label}: not run, and no time recorded for it", "n/a")
     how = (f"RECORDED (not this run): {label} {rec['steps']} steps, whole process "
            f"{rec['subprocess_s']:.1f} s, >= {TARGET:g} at {rec['steps_to_target']} steps")
     return (name, value, how, _ratio(ours["wall_s"], rec["subprocess_s"]))
@@ -85,7 +68,7 @@ def _peer_row(name: str, label: str, peer_name: str, ours: dict, value: str,
 def host_row(use_peers: bool) -> tuple[str, str, str, str]:
   from batchrl import configs
   run = configs.get("dqn_cartpole").run
-  ours, value = _ours("dqn_cartpole", [], TARGET)
+  ours, value = run_ours("dqn_cartpole", [], TARGET)
   return _peer_row("host DQN CartPole (target <= 0.3x)", "SB3 DQN rl-zoo", "sb3_dqn_cartpole",
                    ours, value, use_peers, steps=50_000, eval_every=run.eval_every,
                    episodes=run.num_envs)
@@ -94,7 +77,7 @@ def host_row(use_peers: bool) -> tuple[str, str, str, str]:
 def fused_row(use_peers: bool) -> tuple[str, str, str, str]:
   from batchrl import configs
   run = configs.get("dqn_cartpole_fused").run
-  ours, value = _ours("dqn_cartpole_fused", [], TARGET)
+  ours, value = run_ours("dqn_cartpole_fused", [], TARGET)
   return _peer_row("fused DQN CartPole (target <= 0.5x)", "rejax DQN",
                    "rejax_dqn_cartpole", ours, value, use_peers, steps=100_000,
                    eval_every=run.eval_every, episodes=run.num_envs)
@@ -102,7 +85,7 @@ def fused_row(use_peers: bool) -> tuple[str, str, str, str]:
 
 def naf_row(use_peers: bool) -> tuple[str, str, str, str]:
   del use_peers
-  _, value = _ours("naf_pendulum", [], NAF_TARGET)
+  _, value = run_ours("naf_pendulum", [], NAF_TARGET)
   return ("NAF Pendulum (>= -250 within 30k)", value, "(no peer row)", "n/a")
 
 
@@ -130,19 +113,19 @@ def dqfd_row(use_peers: bool) -> tuple[str, str, str, str]:
   print("  dqfd_cartpole pretrained policy (in-process) ...", flush=True)
   pretrained = pretrained_score()
   schedule = [f"eval_every={DQFD_EVAL_EVERY}", f"report_every={DQFD_EVAL_EVERY}"]
-  dqfd, _ = _ours("dqfd_cartpole", schedule + ["steps=50176"], TARGET)  # its own 50k
+  dqfd, _ = run_ours("dqfd_cartpole", schedule + ["steps=50176"], TARGET)  # its own 50k
   # DQFD's DQN settings: 128x128, 64 gradient steps per update (its n-step term aside)
   same = schedule + ["steps=100352", "hidden_layers=[128,128]", "repeat_update=64"]
-  dqn, _ = _ours("dqn_cartpole_fused", same, TARGET)
-  nstep, _ = _ours("dqn_cartpole_fused", same + ["n_step=10"], TARGET)
-  ours, theirs = _reached(dqfd["evals"], TARGET), _reached(dqn["evals"], TARGET)
+  dqn, _ = run_ours("dqn_cartpole_fused", same, TARGET)
+  nstep, _ = run_ours("dqn_cartpole_fused", same + ["n_step=10"], TARGET)
+  ours, theirs = reached(dqfd["evals"], TARGET), reached(dqn["evals"], TARGET)
   first = dqfd["evals"][0]
   value = (f"pretrained, before any env step: {pretrained:.1f}; online >= {TARGET:g} at "
            f"{ours} steps (first eval, at {first[0]} steps: {first[1]:.1f}; whole process "
            f"{dqfd['wall_s']:.1f} s)")
   how = (f"DQN, same settings, seed and evals: >= {TARGET:g} at {theirs} steps (whole "
          f"process {dqn['wall_s']:.1f} s); with 10-step targets: at "
-         f"{_reached(nstep['evals'], TARGET)} steps")
+         f"{reached(nstep['evals'], TARGET)} steps")
   ratio = f"{ours / theirs:.2f}x steps" if ours and theirs else "n/a"
   return ("DQFD vs DQN steps to 475 (target <= 0.33x)", value, how, ratio)
 
@@ -166,14 +149,7 @@ def main() -> None:
   for name in names:
     print(f"running {name} ...", flush=True)
     rows.append(ROWS[name](use_peers))
-  state = manifest()
-  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; peers: "
-        + (", ".join(f"{k} {v}" for k, v in state["versions"].items() if v)
-           if state and use_peers else "not run (recorded figures)"))
-  print("\n| benchmark | batchrl | peer | ours / peer |\n|---|---|---|---|")
-  for name, value, how, ratio in rows:
-    print(f"| {name} | {value} | {how} | {ratio} |")
+  print_table(rows, use_peers, "ours / peer")
 
 
 if __name__ == "__main__":

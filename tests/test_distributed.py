@@ -104,6 +104,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
   assert len(err.splitlines()) == 1
   code, err = run("--address", "127.0.0.1:1")
   assert code == 2 and "--address only applies with --ray" in err
+  code, err = run("--runners", "4")  # not silently ignored
+  assert code == 2 and "--runners only applies with --ray" in err
   monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed
   code, err = run("--ray")
   assert code == 2 and 'pip install "batchrl[ray]"' in err

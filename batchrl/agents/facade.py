@@ -424,7 +424,7 @@ def fast_plan(rt: Runtime, state: AgentState) -> FastPlan | str:
     return ("the model has no fixed update period, so only the model knows when an update "
             "is due")
   try:
-    reads = _act_reads(model, state)
+    reads = act_reads(model, state.model, state.obs, state.key)
     written = _store_writes(model, state)
   except Exception as e:  # noqa: BLE001  an optimization: any doubt keeps the fused path
     return f"the model's act and store could not be traced to check them ({e!r})"
@@ -458,10 +458,6 @@ def _live_inputs(closed) -> list[bool]:
     if any(v in live for v in eqn.outvars):
       live.update(v for v in eqn.invars if not isinstance(v, Literal))
   return [v in live for v in jaxpr.invars]
-
-
-def _act_reads(model, state: AgentState) -> list[bool]:
-  return act_reads(model, state.model, state.obs, state.key)
 
 
 def act_reads(model, model_state, obs, key=None) -> list[bool]:

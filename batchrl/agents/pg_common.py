@@ -502,13 +502,14 @@ def state_values(config: PGConfig, nets: PGNetworks, params: dict, obs) -> jax.A
   return jnp.zeros(lead[:2], jnp.float32)
 
 
-def prepare(config: PGConfig, nets: PGNetworks, state: PGState) -> Batch:
+def prepare(config: PGConfig, nets: PGNetworks, state: PGState, ends=None) -> Batch:
   """Normalized ``[T, B]`` data: values before the update, returns, advantages.
 
   When the batch counts episodes, ``T`` is the buffer length, ``mask`` marks the steps of
   finished episodes (the only ones learned from and standardized over), every column
   starts an episode (its carry is the initial one) and the returns of a finished episode
-  never reach past its last step.
+  never reach past its last step. ``ends``: ``finished_episodes(state)[0]`` when the
+  caller has it already.
   """
   r = state.rollout
   obs = normalize_obs(config, state, r.obs)
@@ -527,7 +528,7 @@ def prepare(config: PGConfig, nets: PGNetworks, state: PGState) -> Batch:
       targets = advantages + values
   mask, carry = None, state.rollout_carry
   if counts_episodes(config):
-    ends = finished_episodes(state)[0]
+    ends = finished_episodes(state)[0] if ends is None else ends
     mask = jnp.arange(r.reward.shape[0])[:, None] < ends[None, :]
     carry = nets.initial_carry(r.reward.shape[1])
   if config.normalize_rewards:

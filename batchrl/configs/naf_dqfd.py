@@ -53,8 +53,8 @@ from typing import Literal
 import numpy as np
 
 from batchrl.configs.base import ConfigError, configclass, param
-from batchrl.configs.value_based import (DQNConfig, ReplayConfig, cartpole, check_network_fields,
-                                         check_replay)
+from batchrl.configs.value_based import (DQNConfig, ReplayConfig, cartpole, check_dqn,
+                                         check_network_fields, check_replay)
 from batchrl.exploration import ExplorationSpecError, build_exploration
 
 DEFAULT_NAF_EXPLORATION = json.dumps({"type": "ornstein_uhlenbeck", "sigma": 0.3, "mu": 0.0,
@@ -153,10 +153,7 @@ class DQFDConfig(DQNConfig):
                               "(needs demonstrations); the object API also has pretrain().")
 
   def __post_init__(self):
-    try:
-      DQNConfig.__post_init__(self)
-    except ConfigError as e:
-      raise ConfigError(str(e).replace("dqn.", "dqfd.")) from None
+    check_dqn(self, "dqfd")
     _check_dqfd(self)
 
 

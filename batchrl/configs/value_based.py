@@ -154,15 +154,20 @@ class DQNConfig(ReplayConfig):
                                   "timesteps = environment steps stored). None: greedy.")
 
   def __post_init__(self):
-    check_network_fields(self, "dqn")
-    if self.memory == "sequential":
-      raise ConfigError("dqn.memory 'sequential' samples windows for recurrent networks; DQN "
-                        "trains on single transitions (n-step windows come from n_step). Use "
-                        f"one of {', '.join(DQN_MEMORIES)}.")
-    check_replay(self, "dqn")
-    if self.n_step < 1:
-      raise ConfigError(f"dqn.n_step must be >= 1, got {self.n_step!r}.")
-    parse_exploration(self.exploration)
+    check_dqn(self, "dqn")
+
+
+def check_dqn(c: DQNConfig, prefix: str) -> None:
+  """``DQNConfig``'s fields (also DQFD's); errors name them as ``<prefix>.<field>``."""
+  check_network_fields(c, prefix)
+  if c.memory == "sequential":
+    raise ConfigError(f"{prefix}.memory 'sequential' samples windows for recurrent networks; "
+                      "DQN trains on single transitions (n-step windows come from n_step). "
+                      f"Use one of {', '.join(DQN_MEMORIES)}.")
+  check_replay(c, prefix)
+  if c.n_step < 1:
+    raise ConfigError(f"{prefix}.n_step must be >= 1, got {c.n_step!r}.")
+  parse_exploration(c.exploration, prefix)
 
 
 def check_network_fields(c, prefix: str) -> None:
@@ -211,16 +216,16 @@ def check_replay(c: ReplayConfig, prefix: str) -> None:
     raise ConfigError(f"{prefix}.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
 
 
-def parse_exploration(text: str | None):
+def parse_exploration(text: str | None, prefix: str = "dqn"):
   """The ``Exploration`` of ``DQNConfig.exploration`` (None when greedy)."""
   if text is None:
     return None
   try:
     spec: Any = json.loads(text)
   except json.JSONDecodeError as e:
-    raise ConfigError(f"dqn.exploration is not valid JSON: {e}") from None
+    raise ConfigError(f"{prefix}.exploration is not valid JSON: {e}") from None
   try:
-    exploration = build_exploration(spec, "dqn.exploration")
+    exploration = build_exploration(spec, f"{prefix}.exploration")
     if exploration is not None:
       exploration.check_kind("int")
   except ExplorationSpecError as e:

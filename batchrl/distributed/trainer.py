@@ -62,7 +62,7 @@ class DistributedTrainer:
     from batchrl.experiment import build_agent, make_host_env, schedule
     from batchrl.specs import EnvSpec
 
-    self.exp, self.run_dir, self.options, self.seeds = exp, Path(run_dir), options, None
+    self.exp, self.run_dir, self.options = exp, Path(run_dir), options
     self.agent = build_agent(exp)
     if self.agent.period is None:
       raise ConfigError(f"agent {exp.agent!r} has no fixed update period; --ray needs one.")
@@ -155,15 +155,10 @@ class DistributedTrainer:
 
   def eval_phase(self) -> dict[str, Any]:
     """The deterministic policy on every runner's envs, episodes pooled."""
+    from batchrl.experiment import summarize
     stats = self.pool.finish(self.pool.start("evaluate", self._shared()))
-    episodes = np.array([float(s["episodes"]) for s in stats])
-    metrics = {"episodes": float(episodes.sum())}
-    for name in ("mean_score", "mean_length"):
-      values = np.array([float(s[name]) for s in stats])
-      weights = np.where(np.isnan(values), 0.0, episodes)
-      metrics[name] = (float(np.sum(np.nan_to_num(values) * weights) / weights.sum())
-                       if weights.sum() else math.nan)
-    return metrics
+    return summarize({name: np.array([float(s[name]) for s in stats])
+                      for name in ("episodes", "mean_score", "mean_length")})
 
   def close(self) -> None:
     self.pool.close()

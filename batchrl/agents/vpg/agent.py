@@ -89,7 +89,7 @@ def update_on_episodes(config: VPGConfig, nets: PGNetworks, state: PGState
   ready = finished >= config.batch_episodes
 
   def learn_now(params, opt_state, baseline_opt, key):
-    batch = pg_common.prepare(config, nets, state)
+    batch = pg_common.prepare(config, nets, state, ends)
     step = learn(config, nets, state._replace(params=params, opt_state=opt_state,
                                               baseline_opt_state=baseline_opt, key=key), batch)
     return step[:4] + (dict(step[4], steps_used=jnp.sum(batch.mask, dtype=jnp.float32)),)

@@ -81,9 +81,11 @@ def vpg_config(kwargs: dict, context: BuildContext):
     if "max_episode_timesteps" not in kwargs:
       if limit is None:
         raise ConfigError("batches of whole episodes need max_episode_timesteps, the longest "
-                          "episode, which sizes the buffer: give it among the agent's keys, "
-                          "e.g. {'type': 'vpg', 'max_episode_timesteps': 500, 'update': "
-                          "{'unit': 'episodes', 'batch_size': 8}}.")
+                          "episode, which sizes the buffer: give it among the agent's keys "
+                          "(e.g. {'type': 'vpg', 'max_episode_timesteps': 500, 'update': "
+                          "{'unit': 'episodes', 'batch_size': 8}}), or to Agent.create "
+                          "(max_episode_timesteps=500, or an environment= with a time "
+                          "limit).")
       values["max_episode_timesteps"] = limit
   pg_common.shared_tf_keys(kwargs, values, context.num_streams)
   return pg_common.build_config(VPGConfig, kwargs, values, context.network)
