@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 if TYPE_CHECKING:  # the agents (and JAX) load lazily, with the first Agent
   from batchrl.agents.core import Model

@@ -216,7 +216,7 @@ def _plot(args) -> int:
 
 def _configs(args) -> int:
   from batchrl import configs
-  from batchrl.configs.base import describe
+  from batchrl.configclass import describe
 
   if args.name is None:
     print(configs.REGISTRY.table())

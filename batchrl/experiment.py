@@ -20,7 +20,7 @@ import numpy as np
 
 from batchrl import checkpoint, simulation
 from batchrl.configs import Experiment, RunConfig
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError
 
 log = logging.getLogger("batchrl")
@@ -163,7 +163,7 @@ def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[E
   change the saved config is refused: the run would no longer be the one it says it is.
   """
   from batchrl.configs import apply_overrides
-  from batchrl.configs.base import atomic_write_text
+  from batchrl.configclass import atomic_write_text
   import yaml
 
   path = run_dir / CONFIG_FILE

@@ -22,7 +22,7 @@ import yaml
 from batchrl import checkpoint
 from batchrl.agents.core import Transition
 from batchrl.configs import Experiment
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError
 from batchrl.experiment import CONFIG_FILE, build_agent, build_env, close_env, make_host_env
 

@@ -11,7 +11,7 @@ from batchrl.agent import AgentUsageError, StreamAheadError
 from batchrl.agents import registry
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import agent as ppo_agent
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
 MLP = [dict(type="dense", size=16), dict(type="dense", size=16)]

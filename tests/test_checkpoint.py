@@ -12,7 +12,7 @@ import pytest
 
 from batchrl import checkpoint
 from batchrl.checkpoint import CheckpointError, CheckpointWarning, NoCheckpointError
-from batchrl.configs.base import configclass, param
+from batchrl.configclass import configclass, param
 
 
 class Normalizer(NamedTuple):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from batchrl.configs.base import (
+from batchrl.configclass import (
     ConfigError, Registry, check_config, configclass, describe, from_dict, load_yaml,
     load_yaml_extra, override, override_dict, param, save_yaml, to_dict, validate_types)
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from batchrl import cli, configs
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.distributed import RayOptions, RunnerFailure, learner
 from batchrl.distributed.trainer import DistributedTrainer, _round_size
 from batchrl.specs import EnvSpec

@@ -21,7 +21,7 @@ from batchrl.agents.dqfd.losses import l2_penalty
 from batchrl.agents.dqfd.spec import AGENT_TYPES, dqfd_config
 from batchrl.agents.registry import BuildContext
 from batchrl.configs import naf_dqfd, register_model
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused

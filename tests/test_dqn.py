@@ -23,7 +23,7 @@ from batchrl.agents.dqn.networks import Component, QNetworks
 from batchrl.agents.dqn.spec import AGENT_TYPES, dqn_config
 from batchrl.agents.registry import BuildContext
 from batchrl.configs import value_based
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.memories import Sample, TransitionItem
 from batchrl.specs import EnvSpec

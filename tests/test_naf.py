@@ -22,7 +22,7 @@ from batchrl.agents.naf.networks import MIN_DIAGONAL, action_map
 from batchrl.agents.naf.spec import AGENT_TYPES, naf_config
 from batchrl.agents.registry import BuildContext
 from batchrl.configs import naf_dqfd, register_model
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.memories import TransitionItem
 from batchrl.specs import EnvSpec

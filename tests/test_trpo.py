@@ -17,7 +17,7 @@ from batchrl.agents.registry import BuildContext
 from batchrl.agents.trpo import TRPOConfig, cartpole_fused, make_trpo, pendulum_fused
 from batchrl.agents.trpo import agent as trpo_agent
 from batchrl.agents.trpo import optim, spec
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.agents.ppo.networks import reset_carry
 from batchrl.simulation import env_spec, simulate

@@ -24,7 +24,7 @@ from batchrl.agents.registry import BuildContext
 from batchrl.agents.vpg import VPGConfig, cartpole_fused, make_vpg
 from batchrl.agents.vpg import agent as vpg_agent
 from batchrl.agents.vpg import spec
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused

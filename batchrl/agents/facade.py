@@ -21,7 +21,7 @@ from jax.extend.core import Literal
 from batchrl.agent import STAGE_DEPTH, AgentUsageError, _all_finite
 from batchrl.agents import interaction, registry, spaces
 from batchrl.agents.interaction import AgentState, Parts
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.exploration import build_explorations
 from batchrl.ops.running_stats import RunningStats
 from batchrl.preprocessing import build_preprocessing, build_stack

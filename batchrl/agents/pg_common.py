@@ -45,7 +45,7 @@ from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo.networks import MLP, reset_carry
 from batchrl.agents.spaces import SpaceInfo, space_info
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.configs.pg import BASELINE_MODES, BASELINE_NAMES, PGConfig
 from batchrl.networks.heads import ActionHeads, action_specs_from_space
 from batchrl.networks.layered import build_network, input_specs_from_space

@@ -31,7 +31,7 @@ import json
 from typing import Any, Callable
 
 from batchrl.agents.core import Model
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 IGNORED_KEYS = ("type", "log_level")  # accepted for compatibility with TensorForce files
 

@@ -19,7 +19,7 @@ import difflib
 from typing import Any, Callable, Iterable
 
 from batchrl.agents.ppo.config import PPOConfig, cartpole_fused, pendulum_fused
-from batchrl.configs.base import ConfigError, Registry, configclass, override, param, to_dict
+from batchrl.configclass import ConfigError, Registry, configclass, override, param, to_dict
 
 BACKENDS = ("gymnax", "gymnasium")
 
@@ -111,7 +111,7 @@ class Experiment:
 
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> "Experiment":
-    from batchrl.configs.base import from_dict
+    from batchrl.configclass import from_dict
     agent = values.get("agent", "ppo")
     model = agent_model(agent)
     unknown = set(values) - {"config", "agent", "run", agent}

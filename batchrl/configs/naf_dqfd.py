@@ -52,7 +52,7 @@ from typing import Literal
 
 import numpy as np
 
-from batchrl.configs.base import ConfigError, configclass, param
+from batchrl.configclass import ConfigError, configclass, param
 from batchrl.configs.value_based import (DQNConfig, ReplayConfig, cartpole, check_dqn,
                                          check_network_fields, check_replay)
 from batchrl.exploration import ExplorationSpecError, build_exploration

@@ -14,7 +14,7 @@ import dataclasses
 import json
 from typing import Literal
 
-from batchrl.configs.base import ConfigError, configclass, param
+from batchrl.configclass import ConfigError, configclass, param
 
 BASELINE_MODES = ("none", "states", "network")
 BASELINE_NAMES = ("mlp", "linear", "cnn", "auto")

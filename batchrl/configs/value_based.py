@@ -75,7 +75,7 @@ import difflib
 import json
 from typing import Any, Literal
 
-from batchrl.configs.base import ConfigError, configclass, param
+from batchrl.configclass import ConfigError, configclass, param
 from batchrl.exploration import ExplorationSpecError, build_exploration
 
 DQN_MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")

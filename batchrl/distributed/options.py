@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

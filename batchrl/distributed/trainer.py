@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from batchrl.configs import Experiment
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 from batchrl.distributed import learner
 from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool

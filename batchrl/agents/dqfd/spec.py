@@ -49,7 +49,7 @@ from batchrl.agents.dqfd.config import DQFDConfig
 from batchrl.agents.dqn.config import DQNConfig
 from batchrl.agents.dqn.spec import dqn_config, dqn_keys
 from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
-from batchrl.configs.base import ConfigError, to_dict
+from batchrl.configclass import ConfigError, to_dict
 
 # TensorForce's DQFD key names are the config's own
 _DQFD_ONLY = tuple(sorted({f.name for f in dataclasses.fields(DQFDConfig)}

@@ -49,7 +49,7 @@ from batchrl.agents.dqn.config import DQNConfig
 from batchrl.agents.dqn.networks import check_discrete
 from batchrl.agents.registry import (IGNORED_KEYS, AgentType, BuildContext, _take_aliases,
                                      check_keys)
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 TENSORFORCE_PLUMBING = ("device", "session", "distributed", "global_model", "tf_summary",
                         "tf_summary_level", "tf_summary_interval", "scope", "summary_spec",

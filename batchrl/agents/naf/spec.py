@@ -50,7 +50,7 @@ from batchrl.agents.naf.config import NAFConfig
 from batchrl.agents.naf.networks import check_continuous
 from batchrl.agents.registry import (IGNORED_KEYS, AgentType, BuildContext, _take_aliases,
                                      check_keys)
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 _ALIASES = {
     "target_update_frequency": ("target_sync_frequency",),

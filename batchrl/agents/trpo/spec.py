@@ -37,7 +37,7 @@ from __future__ import annotations
 from batchrl.agents import pg_common
 from batchrl.agents.core import Model
 from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 TRPO_DEFAULTS = dict(pg_common.API_DEFAULTS, baseline_steps=10, baseline_minibatches=1)
 TRPO_KEYS = ("learning_rate", "optimizer")

@@ -47,7 +47,7 @@ import difflib
 from batchrl.agents import pg_common
 from batchrl.agents.core import Model
 from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
-from batchrl.configs.base import ConfigError
+from batchrl.configclass import ConfigError
 
 # Object-API defaults (VPGConfig's own stay for named configs).
 VPG_DEFAULTS = dict(pg_common.API_DEFAULTS, learning_rate=1e-3)
