@@ -25,7 +25,7 @@ next_states=...)`` may give (``Runner`` does); without it, from the last state a
 Speed: when all streams act in each call and the model's ``act`` reads nothing its
 ``store`` changes (feed-forward policies without observation normalization, e.g. PPO's
 defaults), an act runs alone and transitions wait on the host, stored many at a time
-(``batchrl.agents.facade.DeferredCommits``); the results are the same. Creating the first
+(``batchrl.agents.fast_path``); the results are the same. Creating the first
 agent also turns JAX's CPU async dispatch off (``_prefer_inline_dispatch``): an act
 computes for microseconds, less than handing it to another thread costs. Set
 ``BATCHRL_ASYNC_DISPATCH=1`` to keep JAX's default.
@@ -36,29 +36,23 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from batchrl.agents.core import Model
+from batchrl.agents.errors import AgentUsageError, StateError, StreamAheadError
+from batchrl.agents.families import FAMILIES, family_of_type
+from batchrl.agents.fast_path import DeferredCommits, fast_plan
+from batchrl.agents.runtime import STAGE_DEPTH, build_runtime
+from batchrl.agents.states import all_finite
 from batchrl.configclass import ConfigError
 
-if TYPE_CHECKING:  # the agents (and JAX) load lazily, with the first Agent
-  from batchrl.agents.core import Model
+# the errors are public here too: ``from batchrl.agent import AgentUsageError``
+__all__ = ["Agent", "AgentUsageError", "StateError", "StreamAheadError"]
 
 SPEC_FILE = "agent.json"
-STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
 ASYNC_DISPATCH_ENV = "BATCHRL_ASYNC_DISPATCH"  # "1": leave JAX's CPU async dispatch on
-_DEMONSTRATIONS_ONLY = "demonstrations and pretrain are for the 'dqfd' agent"
-
-
-class AgentUsageError(ValueError):
-  """act/observe called out of order, a bad ``parallel`` index, or a state that does not
-  match its spec."""
-
-
-class StreamAheadError(AgentUsageError):
-  """One stream is ``STAGE_DEPTH`` steps ahead of another: rows of the model's batch hold
-  one step of every stream, so it must wait (``ThreadedRunner`` does)."""
 
 
 def _load_json(path: str | os.PathLike, what: str) -> Any:
@@ -199,10 +193,10 @@ class Agent:
   def __init__(self, spec: dict):
     """Use ``Agent.create`` or ``Agent.load``; ``spec`` is what ``agent.spec`` returns."""
     _prefer_inline_dispatch()  # before anything below starts JAX's backend
-    from batchrl.agents.facade import build_runtime
     self.spec = spec
-    self._rt = build_runtime(spec)
-    self._device = self._rt.init_state()  # read through _state, which syncs the fast path
+    self._rt = build_runtime(spec)  # shared with agents of this spec but for the seed
+    self._seed = int(spec["seed"])
+    self._device = self._rt.init_state(self._seed)  # read through _state: syncs the fast path
     n = self.parallel_interactions
     self._acted = np.zeros(n, bool)
     self._held = np.zeros(n, bool)
@@ -214,10 +208,11 @@ class Agent:
     self._next: dict[int, Any] = {}
     self._updated: set[int] = set()  # streams whose last act ran an update (rarely any)
     self._rows = 0  # rows stored since the last update (None: unknown, the model decides)
-    self._fast = None  # facade.DeferredCommits once an act of all streams found the agent fit
+    self._fast = None  # DeferredCommits once an act of all streams found the agent fit
     self._ranges: dict[int, tuple] = {}  # k -> streams 0..k-1 (see _first)
     self._n = n
     self._fast_refusal: str | None = None  # why the agent cannot take the fast path
+    self._independent_acts = 0  # each independent act gets its own key
     self.timesteps = 0
     self.episodes = 0
     self.updates = 0  # updates that learned (see _update_learned)
@@ -267,10 +262,10 @@ class Agent:
     several actions; with ``independent=True`` and ``internals`` (recurrent policies),
     ``(actions, internals)``.
     """
-    obs, batched = self._rt.check_states(states)
+    obs, batched = self._rt.adapters.check_states(states)
     k = len(obs) if type(obs) is np.ndarray else len(next(iter(obs.values())))
     if independent:
-      return self._act_independent(obs, batched, k, deterministic, internals)
+      return self._act_independent(obs, batched, deterministic, internals)
     if internals is not None:
       raise AgentUsageError("internals= is only for independent=True acting; the training "
                             "streams keep their own.")
@@ -287,10 +282,10 @@ class Agent:
     update = self._plan_update(commit)
     fast = self._fast_path(every, commit, update)
     if fast is not None:
-      self._device, words = fast.act(self._device, obs, self._start, self._reward,
-                                     self._terminal, commit, bool(deterministic))
+      self._device = fast.act(self._device, obs, self._start, self._reward, self._terminal,
+                              commit, bool(deterministic))
       self._after_act(idx, rows, held, False)
-      return fast.action_to_user(words, batched)
+      return fast.last_action(batched)
     self._sync()
     next_held, has_next = self._rt.held_next(self._device, self._next, idx)
     self._device, action, updated = self._rt.act(
@@ -301,7 +296,7 @@ class Agent:
       self._fast.forget()  # this act changed the device state: key, timestep, last act
     ran = _update_ran(commit, flush, update, updated) and self._update_learned()
     self._after_act(idx, rows, held, ran)
-    return self._rt.to_user(action, batched)
+    return self._rt.adapters.to_user(action, batched)
 
   def _update_learned(self) -> bool:
     """Whether the update that just ran learned. Replay models (DQN, NAF, DQFD) call
@@ -315,23 +310,22 @@ class Agent:
     return learned
 
   def _fast_path(self, every: bool, commit: str, update: str):
-    """The fast path (``facade.DeferredCommits``) when this act may take it, else None.
+    """The fast path (``DeferredCommits``) when this act may take it, else None.
 
     It may when all streams act, in order, no update is due in this act, no cut step waits
     with its given next state (those commit inside the act, fused), and the agent is fit
-    for it (``facade.fast_plan``, checked once).
+    for it (``fast_plan``, checked once).
     """
     if not every or self._next:
       return None
     if not (commit == "none" or (commit == "direct" and update == "store")):
       return None
     if self._fast is None and self._fast_refusal is None:
-      from batchrl.agents import facade
-      plan = facade.fast_plan(self._rt, self._device)
+      plan = fast_plan(self._rt, self._device)
       if isinstance(plan, str):
         self._fast_refusal = plan
       else:
-        self._fast = facade.DeferredCommits(self._rt, plan)
+        self._fast = DeferredCommits(self._rt, plan)
     return self._fast
 
   def _plan_commit(self, idx: np.ndarray, held: np.ndarray, every: bool):
@@ -385,11 +379,13 @@ class Agent:
       self._updated.difference_update(idx.tolist())
     self.timesteps += len(idx)
 
-  def _act_independent(self, obs, batched, k, deterministic, internals):
+  def _act_independent(self, obs, batched, deterministic, internals):
     # no sync: act reads nothing that the held transitions would change (fast_plan)
-    actions, new_internals = self._rt.act_independent(self._device, obs, k, deterministic,
-                                                      internals)
-    result = self._rt.to_user(actions, batched)
+    self._independent_acts += 1
+    actions, new_internals = self._rt.act_independent(
+        self._device, obs, deterministic, internals, seed=self._seed,
+        count=self._independent_acts)
+    result = self._rt.adapters.to_user(actions, batched)
     return (result, new_internals) if internals is not None else result
 
   def _streams(self, parallel, k: int, batched: bool):
@@ -457,7 +453,7 @@ class Agent:
     if not isinstance(terminals, int) and terminals.shape != (k,):
       raise AgentUsageError(f"terminal must be one value or {k} values, got shape "
                             f"{terminals.shape}.")
-    if not (_all_finite(rewards) if batched else math.isfinite(rewards)):
+    if not (all_finite(rewards) if batched else math.isfinite(rewards)):
       raise AgentUsageError(f"reward must be finite, got {reward!r}.")
     acted = self._acted[rows]
     if not _all(acted):
@@ -496,7 +492,7 @@ class Agent:
     self._episode_steps[ended] = 0
 
   def _store_next(self, next_states, idx, terminals) -> None:
-    obs, batched = self._rt.check_states(next_states)
+    obs, batched = self._rt.adapters.check_states(next_states)
     rows = self._rt.process_next(self._device, obs, idx)  # preprocessing state is current
     for j, i in enumerate(idx):
       if terminals[j] == 2:
@@ -530,55 +526,42 @@ class Agent:
     names the field and index. With ``parallel_interactions=N`` the count must be a
     multiple of N (each of N consecutive chunks fills one stream's column). Imported steps
     do not count as timesteps (``first_update``, exploration schedules)."""
-    from batchrl.agents import dqfd, dqn, naf
-    importers = {dqn.DQNState: dqn.import_observations, naf.NAFState: naf.import_observations,
-                 dqfd.DQFDState: dqfd.import_observations}
-    self._replace_model(importers, observations, "import_observations is for the replay "
-                        "agents (dqn, ddqn, dqn_nstep, naf, dqfd)")
+    self._host_method("import_observations", observations)
 
   def import_demonstrations(self, demonstrations) -> None:
     """DQFD: adds demonstrations to the demonstration memory (TensorForce's name).
 
     ``demonstrations``: as ``import_observations``'s ``observations``; checked the same
     way."""
-    from batchrl.agents import dqfd
-    self._replace_model({dqfd.DQFDState: dqfd.import_demonstrations}, demonstrations,
-                        _DEMONSTRATIONS_ONLY)
+    self._host_method("import_demonstrations", demonstrations)
 
   def set_demonstrations(self, batch) -> None:
     """DQFD: replaces the stored demonstrations by ``batch`` (as ``import_demonstrations``)."""
-    from batchrl.agents import dqfd
-    self._replace_model({dqfd.DQFDState: dqfd.set_demonstrations}, batch, _DEMONSTRATIONS_ONLY)
+    self._host_method("set_demonstrations", batch)
 
   def pretrain(self, steps: int) -> dict[str, float]:
     """DQFD: ``steps`` updates on the demonstrations alone; returns their mean metrics.
     Without demonstrations it is an error that says how to add them."""
-    from batchrl.agents import dqfd
-    metrics = {}
+    metrics = self._host_method("pretrain", steps)
+    return {k: float(v) for k, v in metrics.items()}
 
-    def run(model, steps):
-      model, values = dqfd.pretrain(model, steps)
-      metrics.update({k: float(v) for k, v in values.items()})
-      return model
-
-    self._replace_model({dqfd.DQFDState: run}, steps, _DEMONSTRATIONS_ONLY)
-    return metrics
-
-  def _replace_model(self, changes: dict, argument, refusal: str) -> None:
-    """Applies the host-side ``changes[type(model_state)](model_state, argument)``; other
-    model states get ``refusal`` (what the method is for) in an error."""
-    state = self._state  # commits what the fast path holds
-    change = changes.get(type(state.model))
-    if change is None:
-      raise AgentUsageError(f"{refusal}; this agent is {self.spec['type']!r}.")
+  def _host_method(self, name: str, argument):
+    """Runs the agent family's host method ``name`` (``AgentFamily.host_methods``) on the
+    model state; agents whose family has none get an error naming the agents that do."""
+    method = family_of_type(self.spec["type"]).host_methods.get(name)
+    if method is None:
+      offered = [t.name for f in FAMILIES if name in f.host_methods for t in f.api_types]
+      which = ", ".join(repr(t) for t in offered) + (" agents" if len(offered) > 1 else " agent")
+      raise AgentUsageError(f"{name} is for the {which}; this agent is {self.spec['type']!r}.")
     if self.spec.get("preprocessing"):
       raise AgentUsageError("imported experience is stored as the model sees states; with "
                             "state preprocessing configured, give it to an agent without it.")
-    self._device = state._replace(model=change(state.model, argument))
+    state = self._state  # commits what the fast path holds
+    model, result = method(state.model, argument)
+    self._device = state._replace(model=model)
     if self._fast is not None:
       self._fast.forget()
-
-  # ------------------------------------------------------------------------ saving
+    return result
 
   def save(self, directory, keep: int | None = 5) -> str:
     """Writes a checkpoint (``ckpt-<timesteps>``) and the agent spec (``agent.json``) into
@@ -632,8 +615,9 @@ class Agent:
     self._rows = counters.get("rows")
 
   def close(self) -> None:
-    """Stores the transitions the fast path holds; nothing to release otherwise (kept for
-    TensorForce compatibility)."""
+    """Stores the transitions the fast path holds. The compiled programs belong to the
+    runtime, shared by agents of the same spec but for the seed: they go once no agent
+    holds it and it has left ``batchrl.agents.runtime``'s small cache of recent runtimes."""
     self._sync()
 
 
@@ -684,8 +668,6 @@ def _all(mask: np.ndarray) -> bool:
   return bool(mask[0]) if mask.size == 1 else np.count_nonzero(mask) == mask.size
 
 
-def _all_finite(x: np.ndarray) -> bool:
-  return np.count_nonzero(np.isfinite(x)) == x.size
 
 
 

@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
+from typing import ContextManager
 
 from batchrl.errors import UserInputError
 
@@ -162,7 +164,8 @@ def _enable_compilation_cache() -> None:
 
 
 def _train(args) -> int:
-  from batchrl import configs, experiment
+  from batchrl import configs
+  from batchrl.train import build, local, loop, rundir
 
   _enable_compilation_cache()
   exp = configs.get(args.config)
@@ -170,26 +173,36 @@ def _train(args) -> int:
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   overrides += ray.overrides() if ray else []
   exp = configs.apply_overrides(exp, overrides)
-  experiment.check_seeds(exp, args.seeds)
+  local.check_seeds(exp, args.seeds)
   if ray:  # before a run directory exists; a resumed run splits its saved num_envs
     from batchrl import distributed
     distributed.preflight(exp, ray, args.seeds)
-  experiment.check_env(exp.run)
-  run_dir = experiment.run_directory(args.logdir, exp.name, args.timestamp)
+  build.check_env(exp.run)
+  run_dir = rundir.run_directory(args.logdir, exp.name, args.timestamp)
   existed = run_dir.exists()
-  exp, resumed = experiment.prepare_run(run_dir, exp, overrides if args.timestamp else [])
+  exp, resumed = rundir.prepare_run(run_dir, exp, overrides if args.timestamp else [])
   log.info("%s run %s", "Resuming" if resumed else "Starting", run_dir)
   try:
-    result = experiment.train(exp, run_dir, seeds=args.seeds,
-                              progress=not args.no_progress and sys.stderr.isatty(),
-                              use_tensorboard=not args.no_tensorboard, ray=ray)
+    with _trainer(exp, run_dir, args.seeds, ray) as trainer:
+      result = loop.run(trainer, progress=not args.no_progress and sys.stderr.isatty(),
+                        use_tensorboard=not args.no_tensorboard)
   except UserInputError:
     if not existed:
-      experiment.remove_new_run(run_dir)
+      rundir.remove_new_run(run_dir)
     raise
   if result:
     log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
   return 0
+
+
+def _trainer(exp, run_dir, seeds: int | None, ray) -> ContextManager:
+  """The run's ``Trainer``, closed on exit: the Ray learner with ``--ray`` (``ray``: its
+  ``RayOptions``), else the local one."""
+  if ray is None:
+    from batchrl.train.local import LocalTrainer
+    return contextlib.closing(LocalTrainer(exp, run_dir, seeds=seeds))
+  from batchrl import distributed
+  return distributed.trainer_on_ray(exp, run_dir, ray, seeds)
 
 
 def _visualize(args) -> int:
@@ -220,11 +233,20 @@ def _configs(args) -> int:
 
   if args.name is None:
     print(configs.REGISTRY.table())
+    print(f"\nagents (Agent.create, batchrl run -a):\n{_agents_table()}")
     return 0
   exp = configs.get(args.name)
   print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[{exp.agent}]\n"
         f"{describe(exp.config)}")
   return 0
+
+
+def _agents_table() -> str:
+  """Every agent name of the family list, with its family and description."""
+  from batchrl.agents.families import FAMILIES
+  rows = [(t.name, f.name, t.description) for f in FAMILIES for t in f.api_types]
+  width = [max(len(r[i]) for r in rows) for i in range(2)]
+  return "\n".join(f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows)
 
 
 def _run_agent(args):

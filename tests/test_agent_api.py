@@ -9,8 +9,9 @@ import pytest
 from batchrl import Agent
 from batchrl.agent import AgentUsageError, StreamAheadError
 from batchrl.agents import registry
+from batchrl.agents.ppo.keys import ppo_config
 from batchrl.agents.core import Transition
-from batchrl.agents.ppo import agent as ppo_agent
+from batchrl.agents.ppo import model as ppo_agent
 from batchrl.configclass import ConfigError
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
@@ -72,8 +73,6 @@ def test_bad_states_are_clear_errors(cartpole_agent):
 def test_unknown_agent_and_keys_name_the_closest():
   with pytest.raises(ConfigError, match="Did you mean 'ppo'"):
     Agent.create("ppp", **CARTPOLE)
-  with pytest.raises(ConfigError, match="Did you mean 'learning_rate'"):
-    Agent.create("ppo", learning_rat=1e-3, **CARTPOLE)
   with pytest.raises(ConfigError, match="multiple of parallel_interactions"):
     Agent.create("ppo", batch_size=10, parallel_interactions=4, **CARTPOLE)
   with pytest.raises(ConfigError, match="mean the same thing"):
@@ -82,7 +81,7 @@ def test_unknown_agent_and_keys_name_the_closest():
 
 def test_tensorforce_keys_map_to_ppo_config():
   context = registry.BuildContext(2, MLP, None)
-  config = registry.ppo_config(dict(batch_size=4096, gae_lambda=0.97, entropy_penalty=0.01,
+  config = ppo_config(dict(batch_size=4096, gae_lambda=0.97, entropy_penalty=0.01,
                                     epochs=5, optimizer_batch_size=512, loss_clipping=0.2,
                                     step_optimizer=dict(type="adam", learning_rate=1e-2),
                                     discount=0.98), context)
@@ -90,19 +89,17 @@ def test_tensorforce_keys_map_to_ppo_config():
   assert config.update_epochs == 5 and config.entropy_coef == 0.01
   assert config.clip_range == 0.2 and config.policy_objective == "clip"
   assert config.learning_rate == 1e-2 and config.discount == 0.98 and config.gae_lambda == 0.97
-  later = registry.ppo_config(dict(entropy_regularization=0.02, optimization_steps=7,
+  later = ppo_config(dict(entropy_regularization=0.02, optimization_steps=7,
                                    likelihood_ratio_clipping=0.1), context)
   assert (later.entropy_coef, later.update_epochs, later.clip_range) == (0.02, 7, 0.1)
 
 
-def test_create_from_json_file_and_type_dict(tmp_path):
+def test_create_from_json_file(tmp_path):
   path = tmp_path / "ppo.json"
   path.write_text(json.dumps({"type": "ppo_agent", "batch_size": 8,
                               "optimizer_batch_size": 8, "learning_rate": 1e-3}))
   agent = Agent.create(str(path), network=MLP, seed=0, **CARTPOLE)
   assert agent.spec["type"] == "ppo_agent" and agent.spec["config"]["batch_size"] == 8
-  agent = Agent.create({"type": "random"}, **CARTPOLE)
-  assert agent.act(obs()) in (0, 1)
   bad = tmp_path / "bad.json"
   bad.write_text('{"type": "ppo",}')
   with pytest.raises(ConfigError, match="bad.json.*not valid JSON.*line 1"):
@@ -191,25 +188,22 @@ def test_independent_acting_changes_nothing(cartpole_agent):
   assert cartpole_agent.initial_internals() == {}
 
 
-def test_save_load_gives_identical_deterministic_actions(tmp_path):
+def test_restore_takes_a_checkpoint_of_the_same_spec_only(tmp_path):
+  """``save`` names the checkpoint by timesteps; ``restore`` loads it into an agent of the
+  same spec and refuses another. (``Agent.load`` round trips of every agent are in
+  tests/agents/test_contract.py.)"""
   agent = small_agent()
   for t in range(12):
     agent.act(obs(t))
     agent.observe(1.0, t % 4 == 3)
   path = agent.save(tmp_path / "agent")
   assert path.endswith("ckpt-000000000012")
-  loaded = Agent.load(tmp_path / "agent")
-  assert (loaded.timesteps, loaded.updates, loaded.episodes) == (12, 1, 3)
-  probes = np.random.default_rng(2).normal(size=(32, 4)).astype(np.float32)
-  np.testing.assert_array_equal(agent.act(probes, independent=True, deterministic=True),
-                                loaded.act(probes, independent=True, deterministic=True))
-  # both continue identically: same next actions and updates
-  for t in range(6):
-    assert agent.act(obs(t)) == loaded.act(obs(t))
-    assert agent.observe(1.0, False) == loaded.observe(1.0, False)
   fresh = small_agent()
   fresh.restore(tmp_path / "agent")
-  assert fresh.timesteps == 12
+  assert (fresh.timesteps, fresh.updates, fresh.episodes) == (12, 1, 3)
+  probes = np.random.default_rng(2).normal(size=(32, 4)).astype(np.float32)
+  np.testing.assert_array_equal(agent.act(probes, independent=True, deterministic=True),
+                                fresh.act(probes, independent=True, deterministic=True))
   with pytest.raises(ConfigError, match="another spec"):
     small_agent(learning_rate=0.5).restore(tmp_path / "agent")
 
@@ -230,7 +224,7 @@ def test_load_errors_name_the_problem(tmp_path):
 
 
 def _ppo_parts(agent):
-  config = registry.ppo_config(dict(agent.spec["config"]), registry.BuildContext(
+  config = ppo_config(dict(agent.spec["config"]), registry.BuildContext(
       agent.parallel_interactions, agent.spec["network"], agent._rt.action_space))
   return config, ppo_agent._networks(config, agent._state.model.info)
 

@@ -1,4 +1,4 @@
-"""The fast path of ``batchrl.Agent`` (``facade.DeferredCommits``): acts that do not commit,
+"""The fast path of ``batchrl.Agent`` (``fast_path.DeferredCommits``): acts that do not commit,
 transitions stored many at a time. It must give exactly what the fused path gives: the same
 actions, the same update reports and the same state, bit for bit, for the same seed and
 experience. Each test drives two agents of one spec, one forced onto the fused path."""
@@ -8,22 +8,17 @@ import pytest
 
 from batchrl import Agent
 from batchrl.agent import AgentUsageError, _terminal_codes
-from batchrl.agents import facade, interaction
+from batchrl.agents import fast_path, interaction
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
 SMALL = dict(network=[dict(type="dense", size=8)], batch_size=8, optimizer_batch_size=8,
              epochs=1, seed=3)
 
 
-def twins(monkeypatch, **spec):
-  """A fast agent and the same agent held on the fused path. They share one runtime, so
-  each program compiles once (its counter of independent acts too: use deterministic
-  independent acts)."""
-  shared = {}
-  build = facade.build_runtime
-  monkeypatch.setattr(facade, "build_runtime", lambda s: shared.setdefault("rt", build(s)))
+def twins(**spec):
+  """A fast agent and the same agent held on the fused path. Agents of one spec share a
+  runtime, so each program compiles once."""
   fast, fused = Agent.create("ppo", **spec), Agent.create("ppo", **spec)
-  monkeypatch.setattr(facade, "build_runtime", build)
   assert fast._rt is fused._rt
   fused._fast_refusal = "test: the fused path on purpose"
   return fast, fused
@@ -43,23 +38,23 @@ def assert_same_state(a, b):
 
 def count_fast_acts(monkeypatch) -> list:
   calls = []
-  act = facade.DeferredCommits.act
+  act = fast_path.DeferredCommits.act
 
   def counting(self, *args, **kwargs):
     calls.append(1)
     return act(self, *args, **kwargs)
 
-  monkeypatch.setattr(facade.DeferredCommits, "act", counting)
+  monkeypatch.setattr(fast_path.DeferredCommits, "act", counting)
   return calls
 
 
 def test_one_stream_matches_the_fused_path_bit_for_bit(monkeypatch):
   # tiny buffers: commits when full, key-stream refills and updates all fall mid-run
-  monkeypatch.setattr(facade.DeferredCommits, "MAX_DEPTH", 3)
-  monkeypatch.setattr(facade.DeferredCommits, "KEY_STEPS", 5)
+  monkeypatch.setattr(fast_path.DeferredCommits, "MAX_DEPTH", 3)
+  monkeypatch.setattr(fast_path.DeferredCommits, "KEY_STEPS", 5)
   fast_acts = count_fast_acts(monkeypatch)
   # stateful preprocessing: statistics, and a frame stack that episode starts refill
-  fast, fused = twins(monkeypatch, **CARTPOLE, **SMALL,
+  fast, fused = twins(**CARTPOLE, **SMALL,
                       preprocessing=[dict(type="running_standardize"),
                                      dict(type="sequence", length=2)])
   rng = np.random.default_rng(0)
@@ -96,13 +91,13 @@ def test_streams_named_states_and_actions_with_masks_match(monkeypatch):
   actions = dict(move=dict(type="int", num_values=3), grip=dict(type="bool"),
                  force=dict(type="float", shape=(2,), min_value=-1.0, max_value=1.0))
   # no update in 20 steps (updates: the test above), so no update is compiled here
-  fast, fused = twins(monkeypatch, states=states, actions=actions, parallel_interactions=2,
+  fast, fused = twins(states=states, actions=actions, parallel_interactions=2,
                       preprocessing=dict(pos=[dict(type="clip", min_value=-1, max_value=1)]),
                       exploration=dict(move=0.3, force=dict(type="gaussian", sigma=0.2)),
                       **dict(SMALL, batch_size=64, optimizer_batch_size=64, network=dict(
                           branches=dict(pos=[], flag=[]), combine="concat",
                           layers=[dict(type="dense", size=8)])))
-  assert fast._rt.raw_kinds == {"pos": "float", "flag": "bool", "move_mask": "bool"}
+  assert fast._rt.adapters.raw_kinds == {"pos": "float", "flag": "bool", "move_mask": "bool"}
   rng = np.random.default_rng(1)
   for t in range(20):
     batch = dict(pos=rng.normal(size=(2, 3)).astype(np.float32), flag=rng.random((2, 2)) < 0.5,
@@ -125,10 +120,10 @@ def test_streams_named_states_and_actions_with_masks_match(monkeypatch):
 
 def test_which_agents_take_the_fast_path():
   normalized = Agent.create("ppo", **CARTPOLE, **SMALL, normalize_observations=True)
-  reason = facade.fast_plan(normalized._rt, normalized._device)
+  reason = fast_path.fast_plan(normalized._rt, normalized._device)
   assert "act reads model.obs_stats" in reason and "which store changes" in reason
   random = Agent.create("random", **CARTPOLE, seed=0)
-  assert "no fixed update period" in facade.fast_plan(random._rt, random._device)
+  assert "no fixed update period" in fast_path.fast_plan(random._rt, random._device)
   assert random.act(np.zeros(4, np.float32)) in (0, 1)  # the fused path, as before
   assert random._fast is None and "period" in random._fast_refusal
 

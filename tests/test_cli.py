@@ -9,6 +9,9 @@ import yaml
 
 from batchrl import checkpoint, configs, experiment
 from batchrl.cli import main
+from batchrl.configclass import ConfigError
+from batchrl.train import loop
+from batchrl.train.trainer import Trainer
 
 TINY = ["--set", "steps=4096", "--set", "report_every=1024", "--set", "eval_every=2048",
         "--set", "checkpoint_every=2048", "--set", "num_envs=8", "--set", "rollout_length=64",
@@ -73,6 +76,7 @@ def test_resume_is_exact(tmp_path):
       "num_envs=8", "rollout_length=32", "update_epochs=2", "steps=1024", "report_every=256",
       "batch_size=128"])
   straight = experiment.Trainer(exp, tmp_path / "a")
+  assert isinstance(straight, Trainer)  # the protocol the training loop drives
   straight.train_phase(4)
   straight.train_phase(4)
 
@@ -142,9 +146,9 @@ def test_overrides_take_agent_run_and_named_sections():
                                        "run.seed=7", "num_envs=4"])
   assert (exp.config.discount, exp.config.update_epochs) == (0.9, 3)
   assert (exp.run.seed, exp.run.num_envs, exp.agent) == (7, 4, "ppo")
-  with pytest.raises(configs.ConfigError, match="unknown section 'dqn'"):
+  with pytest.raises(ConfigError, match="unknown section 'dqn'"):
     configs.apply_overrides(base, ["dqn.discount=0.9"])
-  with pytest.raises(configs.ConfigError, match="Did you mean discount"):
+  with pytest.raises(ConfigError, match="Did you mean discount"):
     configs.apply_overrides(base, ["discont=0.9"])
 
 
@@ -153,9 +157,9 @@ def test_experiment_round_trips_through_its_dict():
   values = exp.to_dict()
   assert values["agent"] == "ppo" and "ppo" in values
   assert configs.Experiment.from_dict(values) == exp
-  with pytest.raises(configs.ConfigError, match="unknown agent 'nope'"):
+  with pytest.raises(ConfigError, match="unknown agent 'nope'"):
     configs.Experiment.from_dict(dict(values, agent="nope"))
-  with pytest.raises(configs.ConfigError, match="takes a PPOConfig"):
+  with pytest.raises(ConfigError, match="takes a PPOConfig"):
     configs.Experiment("x", exp.run, exp.run)
 
 
@@ -204,7 +208,7 @@ def test_user_error_during_training_removes_the_new_run(tmp_path, monkeypatch, c
   def bad_train(*args, **kwargs):
     raise UserInputError("the environment rejected its action space")
 
-  monkeypatch.setattr(experiment, "train", bad_train)
+  monkeypatch.setattr(loop, "run", bad_train)
   assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path)]) == 2
   assert list(tmp_path.iterdir()) == []
 
@@ -213,6 +217,6 @@ def test_genuine_bugs_keep_their_traceback(tmp_path, monkeypatch):
   def broken(*args, **kwargs):
     raise ValueError("an internal shape bug")
 
-  monkeypatch.setattr(experiment, "train", broken)
+  monkeypatch.setattr(loop, "run", broken)
   with pytest.raises(ValueError, match="internal shape bug"):
     main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path)])

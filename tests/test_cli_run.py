@@ -60,7 +60,8 @@ def test_network_configs_validate_for_their_states(name):
 
 @pytest.mark.parametrize("name", AGENT_CONFIGS)
 def test_agent_configs_resolve_to_ppo_settings(name):
-  from batchrl.agents.registry import BuildContext, ppo_config
+  from batchrl.agents.family import BuildContext
+  from batchrl.agents.ppo.keys import ppo_config
   with open(os.path.join(CONFIGS, name)) as f:
     spec = json.load(f)
   config = ppo_config(spec, BuildContext(num_streams=1, network="auto",

@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 
 from batchrl import cli, configs
+from batchrl.agents import families
 from batchrl.configclass import ConfigError
 from batchrl.distributed import RayOptions, RunnerFailure, learner
 from batchrl.distributed.trainer import DistributedTrainer, _round_size
 from batchrl.specs import EnvSpec
+from batchrl.train.trainer import Trainer
 from tests import mock_envs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +53,20 @@ def test_options_are_checked():
   assert RayOptions(runners=3, envs_per_runner=5).overrides() == ["run.num_envs=15"]
 
 
+def test_local_training_never_imports_the_distributed_package():
+  """The layering: ``experiment`` and the shared ``batchrl.train`` pieces sit below
+  ``distributed``; only the CLI (with --ray) or the user reaches for it."""
+  code = ("import sys, batchrl.experiment, batchrl.train.loop, batchrl.cli\n"
+          "print(sorted(m for m in sys.modules if m.startswith('batchrl.distributed') "
+          "or m == 'ray'))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, check=True).stdout
+  assert out.strip() == "[]"
+
+
 def test_runners_get_their_envs_slice_and_the_parameters():
   exp = tiny()
-  agent = configs.agent_model("ppo").make(exp.config)
+  agent = families.family("ppo").make(exp.config)
   import gymnasium as gym
   spec = EnvSpec(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-1, 1, (1,)), 4)
   axes = learner.env_axes(agent, spec)
@@ -87,9 +100,9 @@ def test_gather_joins_runners_along_the_env_axis():
 
 
 def test_replay_agents_collect_rounds_on_policy_agents_do_not():
-  ppo = configs.agent_model("ppo").make(tiny().config)
+  ppo = families.family("ppo").make(tiny().config)
   assert _round_size(RayOptions(envs_per_runner=2), ppo, report=10) == 1
-  dqn = configs.agent_model("dqn").make(configs.get("dqn_cartpole").config)
+  dqn = families.family("dqn").make(configs.get("dqn_cartpole").config)
   k = _round_size(RayOptions(envs_per_runner=4, min_round_steps=512), dqn, report=64)
   assert 64 % k == 0 and k * 4 * dqn.period >= 512 or k == 64
   assert _round_size(RayOptions(envs_per_runner=4, refresh_every=3), dqn, report=64) == 2
@@ -147,6 +160,7 @@ def runner_pid(trainer, index: int) -> int:
 def test_killed_runner_is_replaced_and_every_step_counted(ray_session, tmp_path):
   trainer = make_trainer(tmp_path, tiny("tests.mock_envs:FaultyPendulum-v0"))
   try:
+    assert isinstance(trainer, Trainer)  # the protocol the training loop drives
     first = trainer.train_phase(2)
     assert first["runner_restarts"] == 0 and first["param_lag"] == 0
     victim = runner_pid(trainer, 1)

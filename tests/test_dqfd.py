@@ -16,11 +16,12 @@ from batchrl import checkpoint
 from batchrl.agents.dqfd import (DQFDConfig, NoDemonstrationsError, cartpole_dqfd, demo_size,
                                  import_demonstrations, import_observations, large_margin,
                                  make_dqfd, pretrain, set_demonstrations)
-from batchrl.agents.dqfd.config import cartpole_action, cartpole_controller
+from batchrl.agents.dqfd.demonstrations import cartpole_action, cartpole_controller
 from batchrl.agents.dqfd.losses import l2_penalty
-from batchrl.agents.dqfd.spec import AGENT_TYPES, dqfd_config
-from batchrl.agents.registry import BuildContext
-from batchrl.configs import naf_dqfd, register_model
+from batchrl.agents.dqfd import FAMILY
+from batchrl.agents.dqfd.keys import dqfd_config
+from batchrl.agents.family import BuildContext
+from batchrl.configs import naf_dqfd
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
@@ -92,8 +93,6 @@ def test_object_api_keys():
   assert (config.target_update_frequency, config.clip_loss, config.n_step) == (100, 1.0, 3)
   assert config.update_frequency == 4  # 8 timesteps = 4 rows of 2 streams
   assert json.loads(config.network) == [{"type": "dense", "size": 8}]
-  with pytest.raises(ConfigError, match="unknown key 'expert_margn'.*'expert_margin'"):
-    dqfd_config({"expert_margn": 1.0}, context)
   with pytest.raises(ConfigError, match="'naf'"):
     dqfd_config({}, BuildContext(1, "auto", gym.spaces.Box(-1, 1, (1,), np.float32)))
 
@@ -102,12 +101,11 @@ def test_example_agent_spec_builds():
   path = os.path.join(os.path.dirname(__file__), "..", "examples", "configs", "dqfd.json")
   with open(path) as f:
     spec = json.load(f)
-  model = AGENT_TYPES[0].build(spec, BuildContext(1, "auto", TWO))
+  model = FAMILY.api_types[0].build(spec, BuildContext(1, "auto", TWO))
   assert model.name == "dqfd" and model.period == 4
 
 
 def test_named_config_builds():
-  register_model("dqfd", DQFDConfig, make_dqfd)  # what batchrl.configs does once registered
   exp = naf_dqfd.dqfd_cartpole()
   assert exp.agent == "dqfd" and exp.config == cartpole_dqfd()
   assert exp.config.demonstrations == "cartpole_controller" and exp.config.pretrain_steps > 0

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from batchrl.agents.ppo import PPOConfig, cartpole_fused, make_ppo, pendulum_fused
-from batchrl.agents.ppo import agent as ppo_agent
+from batchrl.agents.ppo import model as ppo_agent
+from batchrl.errors import UserInputError
 from batchrl.agents.ppo import losses
 from batchrl.agents.spaces import space_info
 from batchrl.specs import EnvSpec
@@ -40,16 +41,9 @@ def finite_metrics(infos):
 # ------------------------------------------------------------------------------- config
 
 
-def test_config_unknown_key_names_the_closest_field():
-  with pytest.raises(ValueError, match="'kl_targt'.*Did you mean 'kl_target'"):
-    PPOConfig.from_dict({"kl_targt": 0.1})
-  with pytest.raises(ValueError, match="Did you mean 'gae_lambda'"):
-    PPOConfig().replace(gae_lamda=0.9)
-
-
 @pytest.mark.parametrize("changes, message", [
-    (dict(policy_objective="trpo"), "policy_objective must be one of"),
-    (dict(recurrent="rnn"), "recurrent must be one of"),
+    (dict(policy_objective="trpo"), "'policy_objective' of PPOConfig expects"),
+    (dict(recurrent="rnn"), "'recurrent' of PPOConfig expects"),
     (dict(rollout_length=10, chunk_length=4), "must divide"),
     (dict(chunk_length=4, rollout_length=8, batch_size=6), "whole chunks"),
     (dict(recurrent="gru", rollout_length=10, chunk_length=4), "must divide"),
@@ -59,7 +53,7 @@ def test_config_unknown_key_names_the_closest_field():
     (dict(rollout_length=0), "rollout_length must be a positive int"),
 ])
 def test_config_validation(changes, message):
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(UserInputError, match=message):
     PPOConfig(**changes)
 
 

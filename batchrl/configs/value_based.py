@@ -1,17 +1,5 @@
-"""The value-based agents' config classes (DQN family) and their named configs.
-
-``DQNConfig`` lives here rather than beside the agent (``batchrl.agents.dqn.config``
-re-exports it) because ``batchrl.configs`` imports this module while it registers agent
-families: defined here, it exists before anything asks for it, whichever module is imported
-first.
-
-DQNConfig defaults are TensorForce 0.3's (``reference/tensorforce.md``: Adam 1e-3, discount
-0.99, batch 32, a replay memory of 1e5, an update every 4 steps from step 10000 on, a hard
-target sync every 10000 steps) plus epsilon-greedy exploration from 1.0 to 0.1 over 10000
-steps. Units: ``update_frequency`` counts ``store`` calls (one call stores one transition of
-each of the ``num_envs`` environments) and is the model's ``period``; ``first_update``,
-``target_update_frequency``, the exploration schedule and ``beta_steps`` count environment
-steps summed over environments (transitions stored), as TensorForce's timesteps did.
+"""The DQN family's named experiments (``batchrl train``); the config class and its units
+are in ``batchrl.agents.dqn.config`` and ``batchrl.agents.replay.config``.
 
 Named configs for ``batchrl train``:
 
@@ -70,196 +58,15 @@ figures are the best evaluation.
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import json
-from typing import Any, Literal
-
-from batchrl.configclass import ConfigError, configclass, param
-from batchrl.exploration import ExplorationSpecError, build_exploration
-
-DQN_MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")
-DEFAULT_EXPLORATION = json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
-                                  "final_epsilon": 0.1, "timesteps": 10000})
-
-
-@configclass
-class ReplayConfig:
-  """What every replay agent (DQN, DDQN, DQFD, NAF) shares: the memory, the update schedule,
-  the TD loss and the optimizer. Agent configs add their network and exploration fields."""
-
-  memory: str = param("replay", "Replay memory: 'replay' (uniform), 'prioritized_replay' (sum "
-                      "tree) or 'naive_prioritized_replay' (O(N) draws).")
-  memory_capacity: int = param(100_000, "Transitions the memory holds (rounded down to whole "
-                               "rows of num_envs).")
-  prioritization_weight: float = param(0.6, "Prioritized memories: alpha, priority = "
-                                       "(|TD error| + constant) ** alpha.")
-  prioritization_constant: float = param(1e-6, "Prioritized memories: added to |TD error| so "
-                                         "no priority drops to 0.")
-  beta_initial: float = param(0.4, "Prioritized memories: importance-weight exponent at the "
-                              "start, annealed linearly to 1.")
-  beta_steps: int | None = param(None, "Prioritized memories: environment steps over which "
-                                 "beta reaches 1 (None: beta stays beta_initial).")
-
-  batch_size: int = param(32, "Transitions per gradient step.")
-  update_frequency: int = param(4, "store calls between updates (the model's period); each "
-                                "stores num_envs transitions.")
-  first_update: int = param(10_000, "Environment steps stored before the first update.")
-  repeat_update: int = param(1, "Gradient steps per update (each on a fresh batch).")
-  target_update_frequency: int = param(10_000, "Environment steps between target network "
-                                       "updates (checked at each update).")
-  update_target_weight: float = param(1.0, "tau: target <- tau * online + (1 - tau) * target "
-                                      "at each target update (1 = hard copy).")
-
-  discount: float = param(0.99, "Reward discount gamma.")
-  clip_loss: float = param(0.0, "If > 0, Huber loss with this linear bound (delta); else "
-                           "0.5 * squared TD error.")
-  learning_rate: float = param(1e-3, "Adam step size.")
-  adam_epsilon: float = param(1e-8, "Adam epsilon.")
-  max_grad_norm: float | None = param(None, "Clip gradients to this global norm (None: off).")
-
-  def replace(self, **changes):
-    """A copy with ``changes``; unknown keys are errors naming the closest field."""
-    names = [f.name for f in dataclasses.fields(self)]
-    for key in changes:
-      if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"Unknown {type(self).__name__} field {key!r}.{hint}")
-    return dataclasses.replace(self, **changes)
-
-
-@configclass
-class DQNConfig(ReplayConfig):
-  """Hyper-parameters of ``make_dqn`` (see the module docstring for units); the memory,
-  schedule, loss and optimizer fields are ``ReplayConfig``'s."""
-
-  network: str | None = param(None, "None: an MLP of hidden_layers on a Box observation with one "
-                              "Discrete action (the 'flat' layout). Else a network spec as JSON "
-                              "text (batchrl.networks.layered) for any states, int/bool actions "
-                              "and masks; end it with a 'dueling' layer of size = number of "
-                              "Q-values for dueling heads.")
-  hidden_layers: tuple[int, ...] = param((64, 64), "Flat layout: hidden sizes of the MLP.")
-  activation: Literal["relu", "tanh"] = param("relu", "Flat layout: hidden activation.")
-  dueling: bool = param(False, "Dueling head, Q = V + A - mean(A) (Wang et al.); with a network "
-                        "spec, ending the spec with a 'dueling' layer does the same.")
-  double_dqn: bool = param(False, "Double DQN targets: the online network picks the next "
-                           "action, the target network values it.")
-  n_step: int = param(1, "n-step returns: sum n discounted rewards, then bootstrap; cut at "
-                      "episode ends (bootstrap from the final observation on truncation, "
-                      "not on termination).")
-  exploration: str | None = param(DEFAULT_EXPLORATION, "Epsilon-greedy exploration inside the "
-                                  "model's act, as JSON text of a batchrl.exploration spec "
-                                  "(constant, linear_decay, epsilon_anneal, epsilon_decay; "
-                                  "timesteps = environment steps stored). None: greedy.")
-
-  def __post_init__(self):
-    check_dqn(self, "dqn")
-
-
-def check_dqn(c: DQNConfig, prefix: str) -> None:
-  """``DQNConfig``'s fields (also DQFD's); errors name them as ``<prefix>.<field>``."""
-  check_network_fields(c, prefix)
-  if c.memory == "sequential":
-    raise ConfigError(f"{prefix}.memory 'sequential' samples windows for recurrent networks; "
-                      "DQN trains on single transitions (n-step windows come from n_step). "
-                      f"Use one of {', '.join(DQN_MEMORIES)}.")
-  check_replay(c, prefix)
-  if c.n_step < 1:
-    raise ConfigError(f"{prefix}.n_step must be >= 1, got {c.n_step!r}.")
-  parse_exploration(c.exploration, prefix)
-
-
-def check_network_fields(c, prefix: str) -> None:
-  """``network`` (JSON text or None) and the flat layout's ``hidden_layers``."""
-  if c.network is not None:
-    try:
-      json.loads(c.network)
-    except json.JSONDecodeError as e:
-      raise ConfigError(f"{prefix}.network is not valid JSON: {e}") from None
-  if not c.hidden_layers or any(n < 1 for n in c.hidden_layers):
-    raise ConfigError(f"{prefix}.hidden_layers must be positive sizes, got {c.hidden_layers!r}.")
-
-
-def check_replay(c: ReplayConfig, prefix: str) -> None:
-  """The ``ReplayConfig`` fields; errors name them as ``<prefix>.<field>``."""
-  if c.memory not in DQN_MEMORIES:
-    close = difflib.get_close_matches(c.memory, DQN_MEMORIES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown {prefix}.memory {c.memory!r}.{hint} Valid: "
-                      f"{', '.join(DQN_MEMORIES)}.")
-  for name in ("memory_capacity", "batch_size", "update_frequency", "repeat_update",
-               "target_update_frequency"):
-    if getattr(c, name) < 1:
-      raise ConfigError(f"{prefix}.{name} must be >= 1, got {getattr(c, name)!r}.")
-  if c.memory_capacity < c.batch_size:
-    raise ConfigError(f"{prefix}.memory_capacity ({c.memory_capacity}) is smaller than "
-                      f"batch_size ({c.batch_size}): a batch could never be drawn.")
-  if c.first_update < 0:
-    raise ConfigError(f"{prefix}.first_update must be >= 0, got {c.first_update!r}.")
-  if c.beta_steps is not None and c.beta_steps < 1:
-    raise ConfigError(f"{prefix}.beta_steps must be None or >= 1, got {c.beta_steps!r}.")
-  if not 0.0 <= c.discount <= 1.0:
-    raise ConfigError(f"{prefix}.discount must be in [0, 1], got {c.discount!r}.")
-  if not 0.0 < c.update_target_weight <= 1.0:
-    raise ConfigError(f"{prefix}.update_target_weight (tau) must be in (0, 1], got "
-                      f"{c.update_target_weight!r}.")
-  for name in ("learning_rate", "adam_epsilon"):
-    if not getattr(c, name) > 0:
-      raise ConfigError(f"{prefix}.{name} must be > 0, got {getattr(c, name)!r}.")
-  for name in ("clip_loss", "prioritization_weight", "prioritization_constant"):
-    if getattr(c, name) < 0:
-      raise ConfigError(f"{prefix}.{name} must be >= 0, got {getattr(c, name)!r}.")
-  if not 0.0 <= c.beta_initial <= 1.0:
-    raise ConfigError(f"{prefix}.beta_initial must be in [0, 1], got {c.beta_initial!r}.")
-  if c.max_grad_norm is not None and not c.max_grad_norm > 0:
-    raise ConfigError(f"{prefix}.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
-
-
-def parse_exploration(text: str | None, prefix: str = "dqn"):
-  """The ``Exploration`` of ``DQNConfig.exploration`` (None when greedy)."""
-  if text is None:
-    return None
-  try:
-    spec: Any = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"{prefix}.exploration is not valid JSON: {e}") from None
-  try:
-    exploration = build_exploration(spec, f"{prefix}.exploration")
-    if exploration is not None:
-      exploration.check_kind("int")
-  except ExplorationSpecError as e:
-    raise ConfigError(str(e)) from None
-  return exploration
-
-
-# ----------------------------------------------------------------------------- presets
-
-
-def cartpole(**changes) -> DQNConfig:
-  """CartPole-v1, after the rl-zoo DQN settings (lr 2.3e-3, batch 64, 256x256, epsilon to
-  0.04 over 16% of 50k steps, one target sync per update phase), with updates every
-  ``update_frequency`` stores of 128 gradient steps. See ``batchrl.configs.value_based``."""
-  values = dict(
-      hidden_layers=(256, 256), learning_rate=2.3e-3, batch_size=64, memory_capacity=100_000,
-      first_update=1000, update_frequency=32, repeat_update=128, target_update_frequency=256,
-      discount=0.99, clip_loss=1.0, max_grad_norm=10.0,
-      exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
-                              "final_epsilon": 0.04, "timesteps": 8000}))
-  values.update(changes)
-  return DQNConfig(**values)
-
-
-# ----------------------------------------------------------------------- named configs
+from batchrl.agents.dqn.presets import cartpole, minatar
+from batchrl.configs.run import Experiment, RunConfig
 
 
 def _run(**values):
-  from batchrl.configs import RunConfig
   return RunConfig(**values)
 
 
 def _experiment(name: str, run, config):
-  from batchrl.configs import Experiment
   return Experiment(name, run, config, agent="dqn")
 
 
@@ -291,53 +98,12 @@ def ddqn_cartpole():
       cartpole(double_dqn=True))
 
 
-# conv 16 x 3x3 (valid: 10x10 -> 8x8), dense 128: the MinAtar paper's DQN network
-MINATAR_NETWORK = [
-    {"type": "conv2d", "size": 16, "window": 3, "stride": 1, "padding": "valid",
-     "activation": "relu"},
-    {"type": "flatten"},
-    {"type": "dense", "size": 128, "activation": "relu"},
-]
-
-
-def minatar(**changes) -> DQNConfig:
-  """MinAtar (10x10xC observations, a few actions) for short runs: ``MINATAR_NETWORK``,
-  Double DQN, Adam 5e-4, batch 32, a 50k-transition memory, learning from step 5000 with
-  one gradient step per 4 env steps (2 per store of 8 envs), a hard target sync every 1000
-  steps, epsilon 1.0 -> 0.05 over 50k steps. A memory item holds two 400-float
-  observations, so 50k items take 160 MB."""
-  values = dict(
-      network=json.dumps(MINATAR_NETWORK), memory_capacity=50_000, batch_size=32,
-      first_update=5_000, update_frequency=1, repeat_update=2, target_update_frequency=1_000,
-      learning_rate=5e-4, clip_loss=1.0, double_dqn=True, max_grad_norm=10.0,
-      exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
-                              "final_epsilon": 0.05, "timesteps": 50_000}))
-  values.update(changes)
-  return DQNConfig(**values)
-
-
 def dqn_minatar_breakout():
   """gymnax MinAtar Breakout: Double DQN on a small conv network, 100k steps, one compiled
   program (see the module docstring for the figures)."""
   return _experiment("dqn_minatar_breakout", _run(
       env="Breakout-MinAtar", backend="gymnax", num_envs=8, num_workers=0, steps=100_000,
       report_every=10_000, eval_every=20_000, checkpoint_every=50_000), minatar())
-
-
-NAMED = {"dqn_cartpole": dqn_cartpole, "dqn_cartpole_fused": dqn_cartpole_fused,
-         "ddqn_cartpole": ddqn_cartpole, "dqn_minatar_breakout": dqn_minatar_breakout}
-
-
-def _make_dqn(config: DQNConfig):
-  from batchrl.agents.dqn import make_dqn
-  return make_dqn(config)
-
-
-def register(registry, register_model) -> None:
-  """Registers the DQN model type and the named configs (called by ``batchrl.configs``)."""
-  register_model("dqn", DQNConfig, _make_dqn)
-  for name, factory in NAMED.items():
-    registry.register(name, factory, _DESCRIPTIONS[name])
 
 
 _DESCRIPTIONS = {
@@ -349,3 +115,7 @@ _DESCRIPTIONS = {
     "dqn_minatar_breakout": "MinAtar Breakout in gymnax, Double DQN on a small conv network "
                             "from JSON (100k steps)",
 }
+
+NAMED = {name: (factory, _DESCRIPTIONS[name]) for name, factory in (
+    ("dqn_cartpole", dqn_cartpole), ("dqn_cartpole_fused", dqn_cartpole_fused),
+    ("ddqn_cartpole", ddqn_cartpole), ("dqn_minatar_breakout", dqn_minatar_breakout))}

@@ -5,14 +5,16 @@
 
 or from Python::
 
-    from batchrl import configs, experiment
-    from batchrl.distributed import RayOptions
-    experiment.train(configs.get("pendulum"), run_dir, ray=RayOptions(runners=2))
+    from batchrl import configs, distributed
+    distributed.train(configs.get("pendulum"), run_dir, distributed.RayOptions(runners=2))
 
 Each runner (``runner.EnvRunner``) holds a ``BatchEnv`` of M Gymnasium envs and a compiled
-copy of the policy; this process is the learner (``trainer.DistributedTrainer``). Parameters
-travel once per round through Ray's object store, rollouts come back as numpy arrays, and no
-call is made per step. Runners that die, raise or hang are replaced (``pool.RunnerPool``).
+copy of the policy; this process is the learner (``trainer.DistributedTrainer``, a
+``batchrl.train.trainer.Trainer`` like the local one, driven by the same
+``batchrl.train.loop``). Parameters travel once per round through Ray's object store,
+rollouts come back as numpy arrays, and no call is made per step. Runners that die, raise or
+hang are replaced (``pool.RunnerPool``). Ray itself is imported only when a run starts
+(``cluster.import_ray``): it is an optional extra.
 """
 from __future__ import annotations
 
@@ -20,20 +22,24 @@ import contextlib
 import math
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+from batchrl.configs import Experiment
+from batchrl.distributed import cluster
 from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerFailure
+from batchrl.distributed.trainer import DistributedTrainer, check
+from batchrl.train import loop
 
-__all__ = ["RayOptions", "RunnerFailure", "preflight", "trainer_on_ray"]
+__all__ = ["DistributedTrainer", "RayOptions", "RunnerFailure", "preflight", "train",
+           "trainer_on_ray"]
 
 
-def preflight(exp, options: RayOptions, seeds: int | None = None) -> RayOptions:
+def preflight(exp: Experiment, options: RayOptions, seeds: int | None = None) -> RayOptions:
   """Checks made before a run directory exists: Ray installed, the address reachable, the
   experiment fit for runners. Returns ``options`` with ``envs_per_runner`` resolved."""
-  from batchrl.distributed import cluster, trainer
   options = options.resolve(exp.run.num_envs)
-  trainer.check(exp, options, seeds)
+  check(exp, options, seeds)
   cluster.import_ray()
   if options.address is not None:
     cluster.check_address(options.address)
@@ -41,18 +47,26 @@ def preflight(exp, options: RayOptions, seeds: int | None = None) -> RayOptions:
 
 
 @contextlib.contextmanager
-def trainer_on_ray(exp, run_dir, options: RayOptions, seeds: int | None = None) -> Iterator:
+def trainer_on_ray(exp: Experiment, run_dir, options: RayOptions,
+                   seeds: int | None = None) -> Iterator[DistributedTrainer]:
   """A ``DistributedTrainer`` for ``exp`` while connected to Ray; runners and (for a local
   instance) Ray itself are stopped on exit."""
-  from batchrl.distributed import cluster, trainer
-
   options = preflight(exp, options, seeds)
   # a local instance must fit every runner, even on a machine with fewer cores
   cpus = options.local_cpus or max(os.cpu_count() or 1,
                                    math.ceil(options.runners * options.runner_cpus))
   with cluster.connect(options.address, Path(run_dir) / "ray", cpus):
-    learner = trainer.DistributedTrainer(exp, Path(run_dir), options)
+    learner = DistributedTrainer(exp, Path(run_dir), options)
     try:
       yield learner
     finally:
       learner.close()
+
+
+def train(exp: Experiment, run_dir, options: RayOptions, *, seeds: int | None = None,
+          progress: bool = True, use_tensorboard: bool = True) -> dict[str, Any]:
+  """Trains (or resumes) the run in ``run_dir`` with its envs in Ray actors; returns the last
+  eval metrics. Reports, evaluations and checkpoints are those of a local run
+  (``batchrl.experiment.train``), and either kind of run resumes the other's checkpoints."""
+  with trainer_on_ray(exp, run_dir, options, seeds) as trainer:
+    return loop.run(trainer, progress=progress, use_tensorboard=use_tensorboard)

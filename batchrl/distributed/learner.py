@@ -15,14 +15,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.agents.act_reads import act_reads
 from batchrl.agents.core import Model
+from batchrl.envs.ingraph import _structs
 from batchrl.simulation import Rollout, SimState, episode_stats
 from batchrl.specs import EnvSpec
 
 
 def obs_structs(space, batch: int):
   """``ShapeDtypeStruct``s of a batch of observations, as in-graph envs carry them."""
-  from batchrl.envs.ingraph import _structs
   return _structs(space, batch)
 
 
@@ -50,7 +51,6 @@ def shared_index(agent: Model, spec: EnvSpec, axes: list[int | None]) -> tuple[i
   those ``act`` reads that are shared by all envs. Per-env leaves stay with the runner that
   steps those envs; PRNG keys stay with each runner."""
   state = jax.eval_shape(lambda k: agent.init(k, spec), jax.random.key(0))
-  from batchrl.agents.facade import act_reads
   reads = act_reads(agent, state, obs_structs(spec.observation_space, spec.num_envs))
   return tuple(i for i, (leaf, axis, read) in enumerate(zip(jax.tree.leaves(state), axes, reads))
                if axis is None and read and not _is_key(leaf))

@@ -22,6 +22,12 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
+from batchrl import simulation
+from batchrl.configs import Experiment
+from batchrl.distributed.learner import fill_placeholders
+from batchrl.train import fused
+from batchrl.train.build import build_agent, build_env, close_env, eval_steps
+
 
 def with_shared(agent_state, index: Sequence[int], shared: Sequence[Any]):
   """``agent_state`` with its leaves at ``index`` (flat order) replaced by ``shared``."""
@@ -46,24 +52,19 @@ class EnvRunner:
 
   def __init__(self, exp: dict, index: int, num_envs: int, seed: int, agent_state,
                shared_index: Sequence[int]):
-    from batchrl import experiment, simulation
-    from batchrl.distributed.learner import fill_placeholders
-    from batchrl.train import fused
-    from batchrl.configs import Experiment
-
     spec = Experiment.from_dict(exp)
     run = dataclasses.replace(spec.run, num_envs=num_envs, num_workers=0, seed=seed)
     self.index, self.num_envs = index, num_envs
     # an env that raises is recreated in place first (its episode cut); only what the
     # policy does not cover takes the runner down and gets it replaced
-    self.env = experiment.build_env(run, restart=True)
-    self.agent = experiment.build_agent(spec)
+    self.env = build_env(run, restart=True)
+    self.agent = build_agent(spec)
     self.shared_index = tuple(shared_index)
     start = jax.jit(functools.partial(simulation.init, self.env, self.agent))
     self.sim = start(jax.random.key(seed), fill_placeholders(agent_state, seed))
     self._collect = jax.jit(functools.partial(_collect, self.env, self.agent,
                                               self.shared_index), static_argnums=2)
-    evaluate = fused.make_evaluate(self.env, self.agent, experiment.eval_steps(run, self.env))
+    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(run, self.env))
     self._evaluate = jax.jit(lambda sim, shared: evaluate(
         sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared))))
     self._restart = jax.jit(functools.partial(simulation.restart, self.env))
@@ -86,11 +87,9 @@ class EnvRunner:
     return {k: np.asarray(v) for k, v in stats.items()}
 
   def close(self) -> None:
-    from batchrl.experiment import close_env
     close_env(self.env)
 
 
 def _collect(env, agent, shared_index, sim, shared, length: int):
-  from batchrl.simulation import simulate
   sim = sim._replace(agent_state=with_shared(sim.agent_state, shared_index, shared))
-  return simulate(env, agent, sim, length, mode="track")
+  return simulation.simulate(env, agent, sim, length, mode="track")

@@ -1,8 +1,7 @@
-"""``DistributedTrainer``: the learner's half of a run on Ray, driven by ``experiment.train``.
+"""``DistributedTrainer``: the learner's half of a run on Ray.
 
-It offers what the local ``experiment.Trainer`` offers (``restore``, ``save``,
-``train_phase``, ``eval_phase``, ``summarize``, ``close``), so the same loop reports,
-evaluates and checkpoints both.
+It is a ``batchrl.train.trainer.Trainer``, as the local ``LocalTrainer`` is, so the same
+``batchrl.train.loop`` reports, evaluates and checkpoints both.
 
 One *round* is K iterations (``RayOptions.rounds_of``): the learner puts the shared leaves
 in Ray's object store once, each runner collects K·period steps of its M envs and returns
@@ -24,12 +23,17 @@ from typing import Any
 import jax
 import numpy as np
 
-from batchrl.configs import Experiment
 from batchrl.configclass import ConfigError
-from batchrl.distributed import learner
+from batchrl.configs import Experiment
+from batchrl.distributed import cluster, learner
 from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
+from batchrl.specs import EnvSpec
+from batchrl.train.build import build_agent, make_host_env
+from batchrl.train.metrics import summarize
+from batchrl.train.rundir import restore_checkpoint, save_checkpoint
+from batchrl.train.schedule import schedule
 
 log = logging.getLogger("batchrl")
 
@@ -58,10 +62,7 @@ class DistributedTrainer:
   """The learner of a run on Ray (see the module doc); ``ray`` must be initialised."""
 
   def __init__(self, exp: Experiment, run_dir: Path, options: RayOptions):
-    import ray
-    from batchrl.experiment import build_agent, make_host_env, schedule
-    from batchrl.specs import EnvSpec
-
+    self._ray = cluster.import_ray()
     self.exp, self.run_dir, self.options = exp, Path(run_dir), options
     self.agent = build_agent(exp)
     if self.agent.period is None:
@@ -76,10 +77,10 @@ class DistributedTrainer:
     self.shared_index = learner.shared_index(self.agent, self.spec, self.axes)
     self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
     self._learn = learner.make_learn(self.agent)
-    summarize = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
-    self.summarize = jax.jit(summarize)
+    agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
+    self._summarize = jax.jit(agent_summary)
     self.iteration = 0
-    remote = ray.remote(num_cpus=options.runner_cpus)(EnvRunner)
+    remote = self._ray.remote(num_cpus=options.runner_cpus)(EnvRunner)
     exp_dict = exp.to_dict()
 
     def spawn(index: int, incarnation: int):
@@ -101,18 +102,15 @@ class DistributedTrainer:
   # ------------------------------------------------------------------------- checkpoints
 
   def restore(self) -> bool:
-    from batchrl.experiment import restore_checkpoint
     return restore_checkpoint(self)
 
   def save(self) -> None:
-    from batchrl.experiment import save_checkpoint
     save_checkpoint(self)
 
   # ------------------------------------------------------------------------- phases
 
   def _shared(self):
-    import ray
-    return ray.put(learner.shared_values(self.sim, self.shared_index))
+    return self._ray.put(learner.shared_values(self.sim, self.shared_index))
 
   def _collect(self, version: int, rounds: int):
     """Starts a collect on every runner with the current leaves; ``pool.finish`` waits."""
@@ -120,8 +118,7 @@ class DistributedTrainer:
 
   def train_phase(self, iterations: int) -> dict[str, Any]:
     """``iterations`` iterations (a multiple of ``rounds_of``) on the runners' experience;
-    the caller advances ``iteration``, as with the local ``Trainer``."""
-    from batchrl.experiment import summarize
+    the caller advances ``iteration``, as with the local ``LocalTrainer``."""
     start = time.perf_counter()
     k = self.rounds_of
     pending, infos, lags, runner_seconds = None, [], [], np.zeros(len(self.pool))
@@ -155,10 +152,13 @@ class DistributedTrainer:
 
   def eval_phase(self) -> dict[str, Any]:
     """The deterministic policy on every runner's envs, episodes pooled."""
-    from batchrl.experiment import summarize
     stats = self.pool.finish(self.pool.start("evaluate", self._shared()))
     return summarize({name: np.array([float(s[name]) for s in stats])
                       for name in ("episodes", "mean_score", "mean_length")})
+
+  def summaries(self) -> dict:
+    """The agent's TensorBoard material, from the learner's state."""
+    return self._summarize(self.sim.agent_state)
 
   def close(self) -> None:
     self.pool.close()

@@ -1,8 +1,89 @@
-"""``DQFDConfig`` and its demonstration sources; defined in ``batchrl.configs.naf_dqfd`` (see
-there why)."""
-from batchrl.configs.naf_dqfd import (DEMONSTRATION_SOURCES, DQFDConfig, cartpole_action,
-                                      cartpole_controller, cartpole_dqfd, demo_batch_size,
-                                      load_demonstrations)
+"""``DQFDConfig``: a ``DQNConfig`` (Double DQN on by default) plus the demonstration fields,
+with TensorForce 0.3's DQFD defaults (expert_margin 0.5, supervised_weight 0.1,
+demo_memory_capacity 10000, demo_sampling_ratio 0.2) and the DQfD paper's L2 weight 1e-5."""
+from __future__ import annotations
 
-__all__ = ["DEMONSTRATION_SOURCES", "DQFDConfig", "cartpole_action", "cartpole_controller",
-           "cartpole_dqfd", "demo_batch_size", "load_demonstrations"]
+import difflib
+
+from batchrl.agents.dqfd.demonstrations import DEMONSTRATION_SOURCES
+from batchrl.agents.dqn.config import DQNConfig, check_dqn
+from batchrl.configclass import ConfigError, configclass, param
+
+
+def _did_you_mean(value, valid) -> str:
+  close = difflib.get_close_matches(str(value), list(valid), n=1)
+  return f" Did you mean {close[0]!r}?" if close else ""
+
+
+@configclass
+class DQFDConfig(DQNConfig):
+  """``DQNConfig`` plus the demonstration memory and the DQfD loss (Hester et al. 2018).
+
+  Loss on a batch of ``batch_size`` transitions, ``round(demo_sampling_ratio *
+  batch_size)`` of them from the demonstration memory: the (double) Q-learning TD loss
+  (1-step) + ``nstep_weight`` x the n-step TD loss (when ``n_step > 1``) +
+  ``supervised_weight`` x the large-margin loss ``max_a [Q(s, a) + expert_margin * (a !=
+  a_E)] - Q(s, a_E)`` on the demonstration samples + ``l2_regularization`` x the sum of
+  squared weights.
+  """
+
+  double_dqn: bool = param(True, "Double DQN targets (DQfD's 'double-Q TD' loss).")
+  demo_memory_capacity: int = param(10_000, "Demonstration transitions the demonstration "
+                                    "memory holds (a memory of its own, never overwritten "
+                                    "by online experience).")
+  demo_sampling_ratio: float = param(0.2, "Share of each online batch drawn from the "
+                                     "demonstrations: round(ratio * batch_size) samples "
+                                     "(none while no demonstrations are stored).")
+  expert_margin: float = param(0.5, "Margin l(a_E, a) of the supervised loss for actions "
+                               "other than the demonstrated one.")
+  supervised_weight: float = param(0.1, "Weight of the large-margin supervised loss "
+                                   "(demonstration samples only).")
+  nstep_weight: float = param(1.0, "Weight of the n-step TD loss (used when n_step > 1; the "
+                             "1-step TD loss is always there).")
+  l2_regularization: float = param(1e-5, "Weight of the L2 penalty on all network weights.")
+  pretrain_target_update_frequency: int = param(100, "Pretraining: gradient steps between "
+                                                "target network updates (by "
+                                                "update_target_weight).")
+  demonstrations: str | None = param(None, "Demonstrations imported at init: a path to an "
+                                     ".npz file (states, actions, rewards, terminals, "
+                                     "optional next_states) or a built-in source ("
+                                     "'cartpole_controller', filled to demo_memory_capacity)."
+                                     " None: give them with import_demonstrations / "
+                                     "set_demonstrations.")
+  pretrain_steps: int = param(0, "Gradient steps on the demonstrations alone made by init "
+                              "(needs demonstrations); the object API also has pretrain().")
+
+  def __post_init__(self):
+    check_dqn(self, "dqfd")
+    _check_dqfd(self)
+
+
+def _check_dqfd(c: DQFDConfig) -> None:
+  for name in ("demo_memory_capacity", "pretrain_target_update_frequency"):
+    if getattr(c, name) < 1:
+      raise ConfigError(f"dqfd.{name} must be >= 1, got {getattr(c, name)!r}.")
+  if c.pretrain_steps < 0:
+    raise ConfigError(f"dqfd.pretrain_steps must be >= 0, got {c.pretrain_steps!r}.")
+  if not 0.0 <= c.demo_sampling_ratio <= 1.0:
+    raise ConfigError(f"dqfd.demo_sampling_ratio must be in [0, 1], got "
+                      f"{c.demo_sampling_ratio!r}.")
+  for name in ("expert_margin", "supervised_weight", "nstep_weight", "l2_regularization"):
+    if getattr(c, name) < 0:
+      raise ConfigError(f"dqfd.{name} must be >= 0, got {getattr(c, name)!r}.")
+  if c.demo_memory_capacity < c.batch_size:
+    raise ConfigError(f"dqfd.demo_memory_capacity ({c.demo_memory_capacity}) is smaller than "
+                      f"batch_size ({c.batch_size}): pretraining draws whole batches from it.")
+  source = c.demonstrations
+  if source is not None and not source.endswith(".npz") and source not in DEMONSTRATION_SOURCES:
+    raise ConfigError(f"dqfd.demonstrations {source!r} is neither an .npz file nor a built-in "
+                      f"source.{_did_you_mean(source, DEMONSTRATION_SOURCES)} Built-in: "
+                      f"{', '.join(DEMONSTRATION_SOURCES)}.")
+  if c.pretrain_steps and source is None:
+    raise ConfigError(f"dqfd.pretrain_steps={c.pretrain_steps} needs demonstrations at init: "
+                      "set dqfd.demonstrations (or pretrain with the object API after "
+                      "import_demonstrations).")
+
+
+def demo_batch_size(c: DQFDConfig) -> int:
+  """Demonstration samples in each online batch of ``batch_size``."""
+  return int(round(c.demo_sampling_ratio * c.batch_size))

@@ -1,6 +1,20 @@
 """DQN, Double DQN, dueling and n-step DQN as a pure ``Model`` over a replay memory
-(``batchrl.memories``); TensorForce keys in ``batchrl.agents.dqn.spec``."""
-from batchrl.agents.dqn.agent import DQNState, import_observations, make_dqn
-from batchrl.agents.dqn.config import DQNConfig, cartpole
+(``batchrl.memories``); TensorForce keys in ``batchrl.agents.dqn.keys``."""
+from batchrl.agents.dqn.config import DQNConfig
+from batchrl.agents.dqn.keys import api_type
+from batchrl.agents.dqn.model import DQNState, import_observations, make_dqn
+from batchrl.agents.dqn.presets import cartpole
+from batchrl.agents.family import AgentFamily, replaces_state
 
-__all__ = ["DQNConfig", "DQNState", "cartpole", "import_observations", "make_dqn"]
+FAMILY = AgentFamily(
+    "dqn", "Deep Q-networks (double, dueling, n-step, prioritized replay)",
+    api_types=(
+        api_type("dqn", "Deep Q-network (replay memory, target network; double, dueling, "
+                 "n-step and prioritized options)"),
+        api_type("ddqn", "Double DQN (double_dqn forced)", forced={"double_dqn": True}),
+        api_type("dqn_nstep", "DQN with n-step returns (n_step 3 by default)",
+                 defaults={"n_step": 3})),
+    config_class=DQNConfig, make=make_dqn,
+    host_methods={"import_observations": replaces_state(import_observations)})
+
+__all__ = ["DQNConfig", "DQNState", "FAMILY", "cartpole", "import_observations", "make_dqn"]

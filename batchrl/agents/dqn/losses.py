@@ -69,10 +69,3 @@ def nstep_returns(rewards: jax.Array, terminated: jax.Array, alive: jax.Array,
 def expand(x: jax.Array, like: jax.Array) -> jax.Array:
   """``x[K]`` broadcast against ``like[K, ...]``."""
   return x.reshape(x.shape + (1,) * (like.ndim - x.ndim))
-
-
-def soft_update(target, online, tau: float):
-  """``tau * online + (1 - tau) * target`` per leaf (``tau = 1``: an exact copy)."""
-  if tau == 1.0:
-    return jax.tree.map(lambda t, o: o, target, online)
-  return jax.tree.map(lambda t, o: tau * o + (1.0 - tau) * t, target, online)

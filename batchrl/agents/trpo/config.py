@@ -1,37 +1,53 @@
-"""TRPOConfig (defined in ``batchrl.configs.pg``, see why there) and measured presets.
-
-The shared fields (networks, rollout, returns, baselines, normalizers, actions) are those of
-``PGConfig``. TRPO adds the natural-gradient step: conjugate gradient on Fisher-vector
-products, a step scaled to ``max_kl_divergence`` and a backtracking line search
-(``batchrl.agents.trpo.optim``). Its baseline is always trained apart from the policy
-('none' or 'states').
-"""
+"""``TRPOConfig``: the shared policy-gradient fields (``PGConfig``: networks, rollout, returns,
+baselines, normalizers, actions) plus TRPO's natural-gradient step: conjugate gradient on
+Fisher-vector products, a step scaled to ``max_kl_divergence`` and a backtracking line
+search (``batchrl.agents.trpo.optim``). Its baseline is always trained apart from the
+policy ('none' or 'states')."""
 from __future__ import annotations
 
-from batchrl.configs.pg import PGConfig, TRPOConfig
+from batchrl.agents.policy_gradient.config import PGConfig, check_pg_config
+from batchrl.configclass import ConfigError, configclass, param
 
-__all__ = ["PGConfig", "TRPOConfig", "cartpole_fused", "pendulum_fused"]
 
+@configclass
+class TRPOConfig(PGConfig):
+  """Hyper-parameters of ``make_trpo`` (see ``PGConfig`` for the shared fields).
 
-def cartpole_fused() -> TRPOConfig:
-  """Fused gymnax CartPole-v1 with **8 envs**: 128 steps x 8 envs = 1024 per update.
-
-  Measured: see ``batchrl.configs.pg.trpo_cartpole_fused``.
+  Defaults differ from TensorForce 0.3 where measured learning asked for it: cg_damping 0.1
+  (TensorForce 1e-3; sb3-contrib 0.1), line search accept ratio 0.1 (Schulman et al.;
+  TensorForce 0.9) and shrink 0.8 (sb3-contrib; TensorForce 0.5).
   """
-  return TRPOConfig(
-      policy_layers=(64, 64), baseline_layers=(64, 64), rollout_length=128,
-      discount=0.99, gae_lambda=0.98, value_target="lambda_return", max_kl_divergence=0.01,
-      baseline_learning_rate=1e-3, baseline_steps=10, baseline_minibatches=8)
 
+  max_kl_divergence: float = param(0.01, "Trust region: the largest mean KL(old || new) "
+                                   "of one update.")
+  cg_iterations: int = param(10, "Conjugate gradient iterations (Fisher-vector products) "
+                             "per update.")
+  cg_damping: float = param(0.1, "Damping added to the Fisher matrix: (F + damping I).")
+  cg_tolerance: float = param(1e-10, "Stop conjugate gradient once |residual|^2 is below.")
+  line_search_steps: int = param(10, "Most candidates the backtracking line search tries.")
+  line_search_accept_ratio: float = param(0.1, "Accept a step whose surrogate improvement "
+                                          "is at least this fraction of the linear "
+                                          "prediction (and positive, within the KL bound).")
+  line_search_shrink: float = param(0.8, "Step factor between line search candidates.")
 
-def pendulum_fused() -> TRPOConfig:
-  """Fused gymnax Pendulum-v1 (torque bounds +-2) with **8 envs**: 256 x 8 = 2048 steps per
-  update; the tanh mean is rescaled to the bounds.
-
-  Measured: see ``batchrl.configs.pg.trpo_pendulum_fused``.
-  """
-  return TRPOConfig(
-      policy_layers=(64, 64), baseline_layers=(64, 64), rollout_length=256,
-      discount=0.95, gae_lambda=0.95, value_target="lambda_return", max_kl_divergence=0.02,
-      init_std=0.5, bounded_mean="tanh", rescale_actions=True, normalize_observations=True,
-      baseline_learning_rate=1e-3, baseline_steps=10, baseline_minibatches=16)
+  def __post_init__(self):
+    check_pg_config(self, "TRPOConfig")
+    for key in ("max_kl_divergence", "cg_damping"):
+      if not getattr(self, key) > 0:
+        raise ConfigError(f"TRPOConfig.{key} must be > 0, got {getattr(self, key)!r}.")
+    if self.cg_tolerance < 0:
+      raise ConfigError(f"TRPOConfig.cg_tolerance must be >= 0, got {self.cg_tolerance!r}.")
+    for key in ("cg_iterations", "line_search_steps"):
+      if getattr(self, key) < 1:
+        raise ConfigError(f"TRPOConfig.{key} must be >= 1, got {getattr(self, key)!r}.")
+    if not 0.0 <= self.line_search_accept_ratio <= 1.0:
+      raise ConfigError("TRPOConfig.line_search_accept_ratio must be in [0, 1], got "
+                        f"{self.line_search_accept_ratio!r}.")
+    if not 0.0 < self.line_search_shrink < 1.0:
+      raise ConfigError("TRPOConfig.line_search_shrink must be in (0, 1), got "
+                        f"{self.line_search_shrink!r}.")
+    if self.baseline_mode == "network":
+      raise ConfigError("TRPOConfig.baseline_mode='network' is not supported: a value head "
+                        "trained on the policy's network would move the policy outside its "
+                        "trust region; use baseline_mode='states' (its own network) or "
+                        "'none'.")

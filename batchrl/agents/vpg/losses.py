@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from batchrl.agents.pg_common import masked_mean
+from batchrl.agents.policy_gradient.model import masked_mean
 
 
 def reinforce_loss(log_prob: jax.Array, advantages: jax.Array,

@@ -44,36 +44,34 @@ from __future__ import annotations
 
 import difflib
 
-from batchrl.agents import pg_common
-from batchrl.agents.core import Model
-from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
+from batchrl.agents.family import IGNORED_KEYS, BuildContext, adam_learning_rate, check_keys
+from batchrl.agents.policy_gradient import keys as pg_keys
+from batchrl.agents.vpg.config import VPGConfig
 from batchrl.configclass import ConfigError
 
 # Object-API defaults (VPGConfig's own stay for named configs).
-VPG_DEFAULTS = dict(pg_common.API_DEFAULTS, learning_rate=1e-3)
+VPG_DEFAULTS = dict(pg_keys.API_DEFAULTS, learning_rate=1e-3)
 VPG_KEYS = ("learning_rate", "optimizer", "step_optimizer", "update")
 UPDATE_UNITS = ("timesteps", "episodes")
 
 
 def vpg_keys() -> tuple[str, ...]:
-  from batchrl.agents.vpg.config import VPGConfig
-  return tuple(sorted(pg_common.own_keys(VPGConfig) | set(pg_common.TF_KEYS)
+  return tuple(sorted(pg_keys.own_keys(VPGConfig) | set(pg_keys.TF_KEYS)
                       | set(VPG_KEYS)))
 
 
 def vpg_config(kwargs: dict, context: BuildContext):
   """The VPGConfig of ``Agent.create(agent='vpg', **kwargs)``."""
-  from batchrl.agents.vpg.config import VPGConfig
   kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_KEYS}
   check_keys(kwargs, vpg_keys(), "vpg")
-  values = dict(VPG_DEFAULTS)
+  values, optimized = dict(VPG_DEFAULTS), {}
   optimizers = [k for k in ("optimizer", "step_optimizer") if k in kwargs]
   if len(optimizers) > 1:
     raise ConfigError("optimizer and step_optimizer mean the same thing; give one of them.")
   for key in optimizers:
-    rate = pg_common.adam_learning_rate(kwargs.pop(key), key)
+    rate = adam_learning_rate(kwargs.pop(key), key)
     if rate is not None:
-      values["learning_rate"] = rate
+      optimized["learning_rate"] = rate
   if "update" in kwargs:
     _update_key(kwargs, values, kwargs.pop("update"))
   if values.get("batch_unit") == "episodes" or kwargs.get("batch_unit") == "episodes":
@@ -87,8 +85,8 @@ def vpg_config(kwargs: dict, context: BuildContext):
                           "(max_episode_timesteps=500, or an environment= with a time "
                           "limit).")
       values["max_episode_timesteps"] = limit
-  pg_common.shared_tf_keys(kwargs, values, context.num_streams)
-  return pg_common.build_config(VPGConfig, kwargs, values, context.network)
+  pg_keys.shared_tf_keys(kwargs, values, context.num_streams, optimized)
+  return pg_keys.build_config(VPGConfig, kwargs, values, optimized, context.network)
 
 
 def _update_key(kwargs: dict, values: dict, update) -> None:
@@ -122,12 +120,3 @@ def _update_key(kwargs: dict, values: dict, update) -> None:
     return
   values["batch_unit"] = "episodes"
   values["batch_episodes"] = size
-
-
-def build(kwargs: dict, context: BuildContext) -> Model:
-  from batchrl.agents.vpg.agent import make_vpg
-  return make_vpg(vpg_config(kwargs, context))
-
-
-AGENT_TYPES = [AgentType("vpg", "Vanilla policy gradient (REINFORCE) with a baseline",
-                         build, vpg_keys())]

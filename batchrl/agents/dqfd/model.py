@@ -45,12 +45,16 @@ import optax
 
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.dqfd import losses as dqfd_losses
-from batchrl.agents.dqfd.config import DQFDConfig, demo_batch_size, load_demonstrations
-from batchrl.agents.dqn import agent as dqn
+from batchrl.agents.dqfd.config import DQFDConfig, demo_batch_size
+from batchrl.agents.dqfd.demonstrations import load_demonstrations
+from batchrl.agents.dqn import model as dqn
+from batchrl.agents.replay import updates as replay
 from batchrl.agents.dqn import losses
-from batchrl.agents.dqn.agent import DQNState, Static
+from batchrl.agents.dqn.model import DQNState
+from batchrl.agents.replay.updates import Static
 from batchrl.agents.dqn.config import parse_exploration
 from batchrl.errors import UserInputError
+from batchrl.ops.targets import soft_update
 from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
                               make_memory)
 from batchrl.specs import EnvSpec
@@ -201,7 +205,7 @@ def gradient_step(config: DQFDConfig, base: DQNState, parts: tuple[Part, ...], p
   demo, valid = flags(lambda p: float(p.demo)), flags(lambda p: p.valid)
   grad_fn = jax.value_and_grad(functools.partial(loss_fn, config, nets), has_aux=True)
   (_, (metrics, errors)), grads = grad_fn(params, items, weight, demo, valid, one, many)
-  updates, opt_state = dqn.optimizer(config).update(grads, opt_state, params)
+  updates, opt_state = replay.optimizer(config).update(grads, opt_state, params)
   metrics["grad_norm"] = optax.tree.norm(grads)
   return optax.apply_updates(params, updates), opt_state, errors, metrics
 
@@ -212,7 +216,7 @@ def _sample_parts(config: DQFDConfig, state: DQFDState, key, online_count: int,
   online_key, demo_key = jax.random.split(key)
   base, parts = state.dqn, []
   if online_count:
-    memory = dqn.memory_of(config, base.info)
+    memory = replay.memory_of(config, base.info)
     sample = memory.sample(base.memory, online_key, online_count, base.num_steps)
     parts.append(Part(memory, base.memory, sample, False, jnp.bool_(True)))
   if demo_count:
@@ -230,8 +234,8 @@ def update(config: DQFDConfig, exploration, state: DQFDState) -> tuple[DQFDState
   batch are stored), priorities, then DQN's target update when it is due. Only the
   parameters and optimizer state go through the ``lax.cond`` of the gate."""
   base = state.dqn
-  online = dqn.memory_of(config, base.info)
-  ready = dqn.update_ready(config, online.size(base.memory), base.num_steps)
+  online = replay.memory_of(config, base.info)
+  ready = replay.update_ready(config, online.size(base.memory), base.num_steps)
   demo_count = demo_batch_size(config)
   key, step_key = jax.random.split(base.key)
 
@@ -259,7 +263,7 @@ def update(config: DQFDConfig, exploration, state: DQFDState) -> tuple[DQFDState
   (params, opt_state, mstate, dstate), metrics = jax.lax.scan(
       one, (base.params, base.opt_state, base.memory, state.demo), keys)
   metrics = jax.tree.map(jnp.mean, metrics)
-  base, sync = dqn.finish_update(config, base, ready, params, opt_state, mstate, key)
+  base, sync = replay.finish_update(config, base, ready, params, opt_state, mstate, key)
   metrics.update(epsilon=dqn.epsilon(exploration, base.num_steps),
                  memory_size=online.size(mstate).astype(jnp.float32),
                  demo_memory_size=demo_memory_of(config).size(dstate).astype(jnp.float32),
@@ -297,7 +301,7 @@ def pretrain_fn(config: DQFDConfig, state: DQFDState, steps: int) -> tuple[DQFDS
     dstate = part.memory.update_priorities(dstate, part.sample.index, errors)
     count = count + 1
     due = count % config.pretrain_target_update_frequency == 0
-    synced = losses.soft_update(target, params, config.update_target_weight)
+    synced = soft_update(target, params, config.update_target_weight)
     target = jax.tree.map(lambda new, old: jnp.where(due, new, old), synced, target)
     return (params, target, opt_state, dstate, count), metrics
 
@@ -343,7 +347,7 @@ def _converted(state: DQFDState, observations) -> TransitionItem:
   """Observations -> checked transitions in the memory's form (DQN's conversion), at most
   ``demo_memory_capacity`` of them."""
   config, info = state.static.config, state.dqn.info
-  items = dqn.memory_transitions(info, dqn.encoder(config, info), observations)
+  items = replay.memory_transitions(info, dqn.encoder(config, info), observations)
   count = int(np.shape(items.reward)[0])
   if count > config.demo_memory_capacity:
     raise UserInputError(f"{count} demonstration transitions do not fit the demonstration "

@@ -10,7 +10,7 @@ key                             meaning
 ``keep_last``                   accepted (true or false) and without effect: a batch always
                                 keeps the observation after its last step and bootstraps
                                 from it, which is what keep_last was for
-``baseline``, ``baseline_mode``  as for ``vpg`` (``batchrl.agents.vpg.spec``), but
+``baseline``, ``baseline_mode``  as for ``vpg`` (``batchrl.agents.vpg.keys``), but
                                 ``baseline_mode='network'`` is refused: TRPO trains its
                                 baseline apart from the policy
 ``baseline_optimizer``          the baseline's Adam (and ``num_steps`` passes)
@@ -34,57 +34,46 @@ Besides these, every ``TRPOConfig`` field but ``network``/``policy_layers`` (the
 """
 from __future__ import annotations
 
-from batchrl.agents import pg_common
-from batchrl.agents.core import Model
-from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
+from batchrl.agents.family import IGNORED_KEYS, BuildContext, adam_learning_rate, check_keys
+from batchrl.agents.policy_gradient import keys as pg_keys
+from batchrl.agents.trpo.config import TRPOConfig
 from batchrl.configclass import ConfigError
 
-TRPO_DEFAULTS = dict(pg_common.API_DEFAULTS, baseline_steps=10, baseline_minibatches=1)
+TRPO_DEFAULTS = dict(pg_keys.API_DEFAULTS, baseline_steps=10, baseline_minibatches=1)
 TRPO_KEYS = ("learning_rate", "optimizer")
 
 
 def trpo_keys() -> tuple[str, ...]:
-  from batchrl.agents.trpo.config import TRPOConfig
-  return tuple(sorted(pg_common.own_keys(TRPOConfig) | set(pg_common.TF_KEYS)
+  return tuple(sorted(pg_keys.own_keys(TRPOConfig) | set(pg_keys.TF_KEYS)
                       | set(TRPO_KEYS)))
 
 
-def _optimizer(spec, values: dict) -> None:
+def _optimizer(spec, optimized: dict) -> None:
   if isinstance(spec, dict) and spec.get("type") == "natural_gradient":
     unknown = set(spec) - {"type", "learning_rate"}
     if unknown:
       raise ConfigError(f"unknown optimizer keys {sorted(unknown)}; valid: type, "
                         "learning_rate (the KL bound).")
     if "learning_rate" in spec:
-      values["max_kl_divergence"] = spec["learning_rate"]
+      optimized["max_kl_divergence"] = spec["learning_rate"]
     return
-  rate = pg_common.adam_learning_rate(spec, "optimizer")
+  rate = adam_learning_rate(spec, "optimizer")
   if rate is not None:
-    values["baseline_learning_rate"] = rate
+    optimized["baseline_learning_rate"] = rate
 
 
 def trpo_config(kwargs: dict, context: BuildContext):
   """The TRPOConfig of ``Agent.create(agent='trpo', **kwargs)``."""
-  from batchrl.agents.trpo.config import TRPOConfig
   kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_KEYS}
   check_keys(kwargs, trpo_keys(), "trpo")
-  values = dict(TRPO_DEFAULTS)
+  values, optimized = dict(TRPO_DEFAULTS), {}
   if "optimizer" in kwargs:
-    _optimizer(kwargs.pop("optimizer"), values)
+    _optimizer(kwargs.pop("optimizer"), optimized)
   if "learning_rate" in kwargs:
     rate = kwargs.pop("learning_rate")
-    if "baseline_learning_rate" in values and values["baseline_learning_rate"] != rate:
+    if optimized.get("baseline_learning_rate", rate) != rate:
       raise ConfigError("learning_rate (the baseline's, for trpo) is given twice with "
                         "different values (also in optimizer); give it once.")
     values["baseline_learning_rate"] = rate
-  pg_common.shared_tf_keys(kwargs, values, context.num_streams)
-  return pg_common.build_config(TRPOConfig, kwargs, values, context.network)
-
-
-def build(kwargs: dict, context: BuildContext) -> Model:
-  from batchrl.agents.trpo.agent import make_trpo
-  return make_trpo(trpo_config(kwargs, context))
-
-
-AGENT_TYPES = [AgentType("trpo", "Trust region policy optimization (natural gradient, "
-                         "conjugate gradient, line search) with a baseline", build, trpo_keys())]
+  pg_keys.shared_tf_keys(kwargs, values, context.num_streams, optimized)
+  return pg_keys.build_config(TRPOConfig, kwargs, values, optimized, context.network)

@@ -1,6 +1,6 @@
-"""The ``dqfd`` agent type of ``batchrl.Agent.create``, and the object-API methods it needs.
+"""The ``dqfd`` agent type of ``batchrl.Agent.create``, and the object-API methods it adds.
 
-Keys: every ``dqn`` key (``batchrl.agents.dqn.spec``: ``memory``, ``memory_capacity``,
+Keys: every ``dqn`` key (``batchrl.agents.dqn.keys``: ``memory``, ``memory_capacity``,
 ``batch_size``, ``update_frequency``, ``first_update``, ``repeat_update``,
 ``target_sync_frequency`` / ``target_update_frequency``, ``target_update_weight`` /
 ``update_target_weight``, ``huber_loss`` / ``clip_loss``, ``double_dqn`` (True by default
@@ -21,8 +21,8 @@ key                                 meaning
                                     built-in source) and pretraining steps made then
 ==================================  ============================================================
 
-Object API (for the lead to add to ``batchrl.Agent``; each takes and returns the model
-state, ``AgentState.model``, a ``batchrl.agents.dqfd.DQFDState``)::
+Object API (``FAMILY.host_methods`` in ``batchrl.agents.dqfd``: ``batchrl.Agent`` runs them
+on its model state, a ``batchrl.agents.dqfd.DQFDState``)::
 
     agent.import_demonstrations(demonstrations)
         -> batchrl.agents.dqfd.import_demonstrations(model_state, demonstrations)
@@ -42,45 +42,13 @@ process the demonstrations' states first. Call ``pretrain`` after flushing pendi
 """
 from __future__ import annotations
 
-import dataclasses
-
-from batchrl.agents.core import Model
 from batchrl.agents.dqfd.config import DQFDConfig
-from batchrl.agents.dqn.config import DQNConfig
-from batchrl.agents.dqn.spec import dqn_config, dqn_keys
-from batchrl.agents.registry import IGNORED_KEYS, AgentType, BuildContext, check_keys
-from batchrl.configclass import ConfigError, to_dict
-
-# TensorForce's DQFD key names are the config's own
-_DQFD_ONLY = tuple(sorted({f.name for f in dataclasses.fields(DQFDConfig)}
-                          - {f.name for f in dataclasses.fields(DQNConfig)}))
-
-
-def dqfd_keys() -> tuple[str, ...]:
-  return tuple(sorted(set(dqn_keys()) | set(_DQFD_ONLY)))
+from batchrl.agents.dqn.keys import dqn_config
+from batchrl.agents.family import BuildContext
 
 
 def dqfd_config(kwargs: dict, context: BuildContext) -> DQFDConfig:
-  """The DQFDConfig of ``Agent.create(agent='dqfd', **kwargs)``."""
-  check_keys({k: v for k, v in kwargs.items() if k not in IGNORED_KEYS}, dqfd_keys(), "dqfd")
-  own = {k: kwargs[k] for k in _DQFD_ONLY if k in kwargs}
-  rest = {k: v for k, v in kwargs.items() if k not in own}
-  try:
-    base = dqn_config(rest, context, "dqfd", defaults={"double_dqn": True})
-  except ConfigError as e:
-    raise ConfigError(str(e).replace("dqn.", "dqfd.")) from None
-  try:
-    return DQFDConfig(**to_dict(base), **own)
-  except (TypeError, ValueError) as e:
-    raise ConfigError(f"invalid dqfd setting: {e}") from None
-
-
-def _build(kwargs: dict, context: BuildContext) -> Model:
-  from batchrl.agents.dqfd.agent import make_dqfd
-  return make_dqfd(dqfd_config(kwargs, context))
-
-
-AGENT_TYPES = [
-    AgentType("dqfd", "Deep Q-learning from demonstrations (DQN + demonstration memory, "
-              "pretraining, large-margin loss)", _build, dqfd_keys()),
-]
+  """The DQFDConfig of ``Agent.create(agent='dqfd', **kwargs)``: DQN's keys plus the
+  demonstration fields (TensorForce's DQFD key names are the config's own)."""
+  return dqn_config(kwargs, context, "dqfd", defaults={"double_dqn": True},
+                    config_class=DQFDConfig)

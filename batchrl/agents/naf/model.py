@@ -36,7 +36,7 @@ import optax
 
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
-from batchrl.agents.dqn import agent as dqn_agent
+from batchrl.agents.replay import updates as replay
 from batchrl.agents.dqn import losses
 from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
 from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
@@ -60,7 +60,7 @@ class NAFState(NamedTuple):
   num_updates: jax.Array  # [] int32 updates that learned
   last_sync: jax.Array  # [] int32 num_steps // target_update_frequency at the last sync
   info: SpaceInfo
-  static: dqn_agent.Static = dqn_agent.Static(None)
+  static: replay.Static = replay.Static(None)
 
 
 def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
@@ -114,7 +114,7 @@ def init(config: NAFConfig, exploration, key: jax.Array, spec: EnvSpec) -> NAFSt
   check_continuous(spec.action_space)
   info = space_info(spec, layout(config, spec))
   nets = networks(config, info)
-  memory = dqn_agent.memory_of(config, info)
+  memory = replay.memory_of(config, info)
   if memory.num_items < config.batch_size:
     raise ValueError(f"naf.memory_capacity holds {memory.num_items} transitions (whole rows of "
                      f"{info.num_envs} envs), fewer than batch_size ({config.batch_size}).")
@@ -123,9 +123,9 @@ def init(config: NAFConfig, exploration, key: jax.Array, spec: EnvSpec) -> NAFSt
   noise = () if exploration is None else exploration.init(info.num_envs,
                                                           (nets.actions.size,))
   zero = jnp.int32(0)
-  return NAFState(params, params, dqn_agent.optimizer(config).init(params),
+  return NAFState(params, params, replay.optimizer(config).init(params),
                   memory.init(item_template(info, nets)), noise, state_key, zero, zero, zero,
-                  zero, info, dqn_agent.Static(config))
+                  zero, info, replay.Static(config))
 
 
 # ------------------------------------------------------------------------------- act
@@ -166,7 +166,7 @@ def store(config: NAFConfig, exploration, state: NAFState, transition: Transitio
                        jnp.asarray(transition.terminated, jnp.bool_),
                        jnp.asarray(transition.truncated, jnp.bool_),
                        spaces.float_obs(info, transition.next_obs))
-  memory = dqn_agent.memory_of(config, info).add(state.memory, row)
+  memory = replay.memory_of(config, info).add(state.memory, row)
   noise = state.noise
   if exploration is not None and exploration.is_ou:
     noise = exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
@@ -202,12 +202,12 @@ def loss_fn(config: NAFConfig, nets: NAFNetworks, params, sample, target: jax.Ar
 def gradient_step(config: NAFConfig, state: NAFState, key, params, opt_state):
   """One Adam step on a fresh batch: ``(params, opt_state, index[K], |TD|[K], metrics)``."""
   nets = networks(config, state.info)
-  memory = dqn_agent.memory_of(config, state.info)
+  memory = replay.memory_of(config, state.info)
   sample = memory.sample(state.memory, key, config.batch_size, state.num_steps)
   target = targets(config, nets, state.target_params, sample.items)
   grad_fn = jax.value_and_grad(functools.partial(loss_fn, config, nets), has_aux=True)
   (_, (metrics, errors)), grads = grad_fn(params, sample, target)
-  updates, opt_state = dqn_agent.optimizer(config).update(grads, opt_state, params)
+  updates, opt_state = replay.optimizer(config).update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
   metrics["grad_norm"] = optax.tree.norm(grads)
   return params, opt_state, sample.index, errors, metrics
@@ -217,11 +217,11 @@ def update(config: NAFConfig, exploration, state: NAFState) -> tuple[NAFState, d
   """``repeat_update`` gradient steps (once ``first_update`` steps and a batch are stored),
   priorities from their TD errors, then the target update when it is due (DQN's gate and
   target sync)."""
-  memory = dqn_agent.memory_of(config, state.info)
-  ready = dqn_agent.update_ready(config, memory.size(state.memory), state.num_steps)
-  key, params, opt_state, mstate, metrics = dqn_agent.gated_steps(
+  memory = replay.memory_of(config, state.info)
+  ready = replay.update_ready(config, memory.size(state.memory), state.num_steps)
+  key, params, opt_state, mstate, metrics = replay.gated_steps(
       config, memory, state, ready, functools.partial(gradient_step, config))
-  state, sync = dqn_agent.finish_update(config, state, ready, params, opt_state, mstate, key)
+  state, sync = replay.finish_update(config, state, ready, params, opt_state, mstate, key)
   metrics.update(noise_scale=noise_scale(exploration, state.num_steps),
                  memory_size=memory.size(mstate).astype(jnp.float32),
                  learning=ready.astype(jnp.float32), target_synced=sync.astype(jnp.float32))
@@ -230,7 +230,7 @@ def update(config: NAFConfig, exploration, state: NAFState) -> tuple[NAFState, d
 
 def summarize(config: NAFConfig, exploration, state: NAFState) -> dict:
   """TensorBoard material: noise scale, memory fill, updates, the OU noise."""
-  memory = dqn_agent.memory_of(config, state.info)
+  memory = replay.memory_of(config, state.info)
   scalars = {"noise_scale": noise_scale(exploration, state.num_steps),
              "memory/size": memory.size(state.memory).astype(jnp.float32),
              "updates": state.num_updates.astype(jnp.float32)}
@@ -251,8 +251,8 @@ def import_observations(state: NAFState, observations) -> NAFState:
   """Fills the replay memory from TensorForce observations, as DQN's
   ``import_observations`` (same forms, checks and counting rules); actions are in the env's
   units and stored normalized, clipped to the bounds as ``store`` clips them."""
-  config = dqn_agent.config_of(state, "naf")
+  config = replay.config_of(state, "naf")
   nets = networks(config, state.info)
-  items = dqn_agent.memory_transitions(state.info, nets.actions.from_env, observations)
-  memory = import_transitions(dqn_agent.memory_of(config, state.info), state.memory, items)
+  items = replay.memory_transitions(state.info, nets.actions.from_env, observations)
+  memory = import_transitions(replay.memory_of(config, state.info), state.memory, items)
   return state._replace(memory=memory)

@@ -1,5 +1,5 @@
 """TRPO (Schulman et al. 2015) as a ``Model``: pure functions over one state pytree
-(``pg_common.PGState``).
+(``pg_model.PGState``).
 
   act     normalize obs -> policy step (carry) -> sample (or mode) -> rescale/clip for the env
   store   write the transition into the ``[T, B]`` rollout; update the normalizers
@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from batchrl.agents import pg_common
+from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
-from batchrl.agents.pg_common import Batch, PGNetworks, PGState
+from batchrl.agents.policy_gradient.model import Batch, PGNetworks, PGState
 from batchrl.agents.trpo import optim
 from batchrl.agents.trpo.config import TRPOConfig
 from batchrl.specs import EnvSpec
@@ -31,11 +31,11 @@ def make_trpo(config: TRPOConfig | None = None) -> Model:
   config = TRPOConfig() if config is None else config
   if not isinstance(config, TRPOConfig):
     raise TypeError(f"make_trpo takes a TRPOConfig, got {type(config).__name__}.")
-  return pg_common.make_model(config, "trpo", init, update)
+  return pg_model.make_model(config, "trpo", init, update)
 
 
 def init(config: TRPOConfig, key: jax.Array, spec: EnvSpec) -> PGState:
-  return pg_common.init_state(config, key, spec, "TRPOConfig", None)
+  return pg_model.init_state(config, key, spec, "TRPOConfig", None)
 
 
 def surrogate_and_kl(config: TRPOConfig, nets: PGNetworks, policy_params, batch: Batch):
@@ -81,19 +81,19 @@ def policy_step(config: TRPOConfig, nets: PGNetworks, policy_params, batch: Batc
 
 def update(config: TRPOConfig, state: PGState) -> tuple[PGState, dict]:
   """One trust-region step on the stored batch, then the baseline; the rollout empties."""
-  nets = pg_common.make_networks(config, state.info)
-  batch = pg_common.prepare(config, nets, state)
+  nets = pg_model.make_networks(config, state.info)
+  batch = pg_model.prepare(config, nets, state)
   params = dict(state.params)
   params["policy"], metrics = policy_step(config, nets, params["policy"], batch)
   key, baseline_key = jax.random.split(state.key)
   baseline_opt = state.baseline_opt_state
   if config.baseline_mode == "states":
-    params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_common.train_baseline(
+    params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_model.train_baseline(
         config, nets, params["baseline"], baseline_opt, batch.obs, batch.targets,
         baseline_key)
   else:
     metrics["baseline_loss"] = jnp.float32(0.0)
-  metrics.update(pg_common.batch_metrics(batch))
+  metrics.update(pg_model.batch_metrics(batch))
   state = state._replace(params=params, baseline_opt_state=baseline_opt, key=key,
                          step=jnp.int32(0), num_updates=state.num_updates + 1)
   return state, metrics

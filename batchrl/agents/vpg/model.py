@@ -1,5 +1,5 @@
 """VPG (REINFORCE, Williams 1992 / Sutton et al. 1999) as a ``Model``: pure functions over
-one state pytree (``pg_common.PGState``).
+one state pytree (``pg_model.PGState``).
 
   act     normalize obs -> policy step (carry) -> sample (or mode) -> rescale/clip for the env
   store   write the transition into the ``[T, B]`` rollout; update the normalizers
@@ -13,7 +13,8 @@ one state pytree (``pg_common.PGState``).
 ``batch_unit='episodes'``, every episode finished since the last learning update once there
 are ``batch_episodes`` of them: until then an update only reports (``learning`` 0), then it
 learns from exactly the steps of the finished episodes and keeps each env's unfinished
-episode for a later update (``pg_common``: ``finished_episodes``, ``carry_tails``).
+episode for a later update (``batchrl.agents.policy_gradient.model``: ``finished_episodes``,
+``carry_tails``).
 Metrics of those updates besides the usual: ``learning``, ``episodes_used``,
 ``steps_used``, ``steps_carried`` (kept for a later update), ``episodes_cut`` (at
 ``max_episode_timesteps`` since the previous update).
@@ -24,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from batchrl.agents import pg_common
+from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
-from batchrl.agents.pg_common import Batch, PGNetworks, PGState
+from batchrl.agents.policy_gradient.model import Batch, PGNetworks, PGState
 from batchrl.agents.vpg import losses
 from batchrl.agents.vpg.config import VPGConfig
 from batchrl.specs import EnvSpec
@@ -37,7 +38,7 @@ def make_vpg(config: VPGConfig | None = None) -> Model:
   config = VPGConfig() if config is None else config
   if not isinstance(config, VPGConfig):
     raise TypeError(f"make_vpg takes a VPGConfig, got {type(config).__name__}.")
-  return pg_common.make_model(config, "vpg", init, update)
+  return pg_model.make_model(config, "vpg", init, update)
 
 
 def optimizer(config: VPGConfig) -> optax.GradientTransformation:
@@ -51,7 +52,7 @@ def optimizer(config: VPGConfig) -> optax.GradientTransformation:
 
 
 def init(config: VPGConfig, key: jax.Array, spec: EnvSpec) -> PGState:
-  return pg_common.init_state(config, key, spec, "VPGConfig", optimizer(config))
+  return pg_model.init_state(config, key, spec, "VPGConfig", optimizer(config))
 
 
 def policy_gradient(config: VPGConfig, nets: PGNetworks, policy_params, batch: Batch):
@@ -71,10 +72,10 @@ def policy_gradient(config: VPGConfig, nets: PGNetworks, policy_params, batch: B
 def update(config: VPGConfig, state: PGState) -> tuple[PGState, dict]:
   """One policy step on the stored batch, then the baseline's steps; the rollout empties
   (with ``batch_unit='episodes'``: see ``update_on_episodes``)."""
-  nets = pg_common.make_networks(config, state.info)
-  if pg_common.counts_episodes(config):
+  nets = pg_model.make_networks(config, state.info)
+  if pg_model.counts_episodes(config):
     return update_on_episodes(config, nets, state)
-  batch = pg_common.prepare(config, nets, state)
+  batch = pg_model.prepare(config, nets, state)
   params, opt_state, baseline_opt, key, metrics = learn(config, nets, state, batch)
   state = state._replace(params=params, opt_state=opt_state, baseline_opt_state=baseline_opt,
                          key=key, step=jnp.int32(0), num_updates=state.num_updates + 1)
@@ -85,11 +86,11 @@ def update_on_episodes(config: VPGConfig, nets: PGNetworks, state: PGState
                        ) -> tuple[PGState, dict]:
   """Learns (under ``lax.cond``) once ``batch_episodes`` episodes have finished, from all
   finished ones; then each env's unfinished episode moves to the front of its column."""
-  ends, finished = pg_common.finished_episodes(state)
+  ends, finished = pg_model.finished_episodes(state)
   ready = finished >= config.batch_episodes
 
   def learn_now(params, opt_state, baseline_opt, key):
-    batch = pg_common.prepare(config, nets, state, ends)
+    batch = pg_model.prepare(config, nets, state, ends)
     step = learn(config, nets, state._replace(params=params, opt_state=opt_state,
                                               baseline_opt_state=baseline_opt, key=key), batch)
     return step[:4] + (dict(step[4], steps_used=jnp.sum(batch.mask, dtype=jnp.float32)),)
@@ -102,7 +103,7 @@ def update_on_episodes(config: VPGConfig, nets: PGNetworks, state: PGState
       ready, learn_now, wait, state.params, state.opt_state, state.baseline_opt_state,
       state.key)
   cut = state.episodes.cut
-  state = pg_common.carry_tails(state, ends, ready)
+  state = pg_model.carry_tails(state, ends, ready)
   metrics.update(learning=ready.astype(jnp.float32),
                  episodes_used=jnp.where(ready, finished, 0).astype(jnp.float32),
                  steps_carried=jnp.sum(state.episodes.fill, dtype=jnp.float32),
@@ -123,12 +124,12 @@ def learn(config: VPGConfig, nets: PGNetworks, state: PGState, batch: Batch):
   key, baseline_key = jax.random.split(state.key)
   baseline_opt = state.baseline_opt_state
   if config.baseline_mode == "states":
-    params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_common.train_baseline(
+    params["baseline"], baseline_opt, metrics["baseline_loss"] = pg_model.train_baseline(
         config, nets, params["baseline"], baseline_opt, batch.obs, batch.targets,
         baseline_key, batch.mask)
   elif config.baseline_mode == "none":
     metrics["baseline_loss"] = jnp.float32(0.0)
-  metrics.update(pg_common.batch_metrics(batch), grad_norm=optax.tree.norm(grads),
+  metrics.update(pg_model.batch_metrics(batch), grad_norm=optax.tree.norm(grads),
                  learning_rate=_learning_rate(config, state.num_updates))
   return params, opt_state, baseline_opt, key, metrics
 

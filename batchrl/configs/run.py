@@ -1,0 +1,161 @@
+"""What an experiment is: a ``RunConfig`` (environment, budget, cadence) plus the config of
+its agent's family (``batchrl.agents.families``), and ``--set`` overrides of either.
+
+Overrides (``--set key=value``) name a field of either; a name that exists in both must be
+prefixed (``run.seed`` / ``agent.discount``); ``run.``, ``agent.`` and the agent's own name
+(``ppo.``) are always accepted as prefixes. Changing the budget (``steps``, ``num_envs``,
+``report_every``) or the update size re-derives the agent's schedules that count updates
+(``total_updates`` of PPO and VPG: the learning rate reaches 0 at the end of the run).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any, Iterable
+
+from batchrl.agents.families import family
+from batchrl.configclass import ConfigError, configclass, from_dict, override, param, to_dict
+
+BACKENDS = ("gymnax", "gymnasium")
+
+
+@configclass
+class RunConfig:
+  """How an experiment runs: environment, budget, phases, checkpoints."""
+
+  env: str = param("Pendulum-v1", "Environment id (a Gymnasium id, or a gymnax id for the "
+                   "'gymnax' backend).")
+  backend: str = param("gymnasium", "'gymnax': JAX-native envs, the whole training loop is "
+                       "one compiled program; 'gymnasium': host envs in worker processes "
+                       "(BatchEnv) stepped from the compiled loop through io_callback.")
+  num_envs: int = param(30, "Environments stepped as one batch (the original's num_agents).")
+  num_workers: int = param(2, "gymnasium backend: worker processes hosting the envs "
+                           "(0 = step them in the main process).")
+  max_length: int | None = param(None, "Episode step limit (LimitDuration, reported as "
+                                 "truncation); None keeps the env's own limit.")
+  normalize_ranges: bool = param(True, "gymnasium backend: map bounded observations and "
+                                 "actions to [-1, 1] (RangeNormalize + ClipAction).")
+  steps: int = param(1_000_000, "Total training environment steps.")
+  report_every: int = param(20_000, "Training steps between reports (log line, metrics, "
+                            "TensorBoard); rounded up to whole updates. The budget is "
+                            "rounded up to whole reports.")
+  eval_every: int = param(100_000, "Training steps between evaluation phases (0 = only "
+                          "at the end).")
+  eval_steps: int | None = param(None, "Steps per env in an evaluation phase; None = "
+                                 "max_length or the env's episode limit.")
+  checkpoint_every: int = param(100_000, "Training steps between checkpoints (always one "
+                                "at the end).")
+  keep_checkpoints: int = param(5, "How many recent checkpoints to keep.")
+  seed: int = param(0, "Seed of everything: agent init, env seeds, sampling.")
+  timeout: float = param(60.0, "gymnasium backend: seconds a worker may take for one step "
+                         "before it is reported as hung.")
+
+  def iterations(self, steps_per_iteration: int) -> int:
+    """Iterations (updates) the run trains for, ``steps_per_iteration`` env steps each: the
+    budget rounded up to whole reports (every chunk has one length, so it compiles once)."""
+    report = self.report_iterations(steps_per_iteration)
+    return math.ceil(math.ceil(self.steps / steps_per_iteration) / report) * report
+
+  def report_iterations(self, steps_per_iteration: int) -> int:
+    """Iterations between reports (at least one)."""
+    return max(1, math.ceil(self.report_every / steps_per_iteration))
+
+  def __post_init__(self):
+    if self.backend not in BACKENDS:
+      raise ConfigError(f"run.backend must be one of {BACKENDS}, got {self.backend!r}.")
+    for name in ("num_envs", "steps", "report_every", "keep_checkpoints"):
+      if getattr(self, name) < 1:
+        raise ConfigError(f"run.{name} must be >= 1, got {getattr(self, name)}.")
+    for name in ("num_workers", "eval_every", "checkpoint_every"):
+      if getattr(self, name) < 0:
+        raise ConfigError(f"run.{name} must be >= 0, got {getattr(self, name)}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """A named config: the run plus the agent's hyper-parameters (``config``, of the config
+  class of the agent's family in ``batchrl.agents.families``)."""
+
+  name: str
+  run: RunConfig
+  config: Any
+  agent: str = "ppo"
+
+  def __post_init__(self):
+    expected = family(self.agent).config_class
+    if not isinstance(self.config, expected):
+      raise ConfigError(f"experiment {self.name!r}: agent {self.agent!r} takes a "
+                        f"{expected.__name__}, got {type(self.config).__name__}.")
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"config": self.name, "agent": self.agent, "run": to_dict(self.run),
+            self.agent: to_dict(self.config)}
+
+  @classmethod
+  def from_dict(cls, values: dict[str, Any]) -> "Experiment":
+    agent = values.get("agent", "ppo")
+    config_class = family(agent).config_class
+    unknown = set(values) - {"config", "agent", "run", agent}
+    if unknown:
+      raise ConfigError(f"unknown top-level keys {sorted(unknown)} in experiment config; "
+                        f"valid: config, agent, run, {agent}.")
+    return cls(values["config"], from_dict(RunConfig, values["run"]),
+               from_dict(config_class, values[agent]), agent)
+
+
+def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
+  """``--set key=value`` for fields of ``run`` or the agent's config.
+
+  The agent's section is written ``agent.`` or by the agent's name (``ppo.``); the prefix
+  is optional when the field name is unique.
+  """
+  run_keys = {f.name for f in dataclasses.fields(RunConfig)}
+  agent_keys = {f.name for f in dataclasses.fields(exp.config)}
+  sections = ("run", "agent", exp.agent)
+  run_items, agent_items = [], []
+  for item in items:
+    key, sep, value = item.partition("=")
+    if not sep:
+      raise ConfigError(f"override {item!r} must look like key=value.")
+    key = key.strip()
+    section, _, field = key.rpartition(".")
+    if section in sections:
+      (run_items if section == "run" else agent_items).append(f"{field}={value}")
+    elif section:
+      raise ConfigError(f"unknown section {section!r} in {key!r}; valid: "
+                        f"{', '.join(dict.fromkeys(sections))}.")
+    elif field in run_keys and field in agent_keys:
+      raise ConfigError(f"{field!r} is a field of both run and {exp.agent}; write "
+                        f"run.{field} or {exp.agent}.{field}.")
+    elif field in run_keys:
+      run_items.append(f"{field}={value}")
+    elif field in agent_keys:
+      agent_items.append(f"{field}={value}")
+    else:
+      raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp.agent))
+  run = override(exp.run, run_items)
+  config = override(exp.config, agent_items)
+  fit = family(exp.agent).fit_schedules
+  if fit is not None and _iterations(exp.run, exp.config) != _iterations(run, config):
+    # The budget or the update size changed: schedules counting updates follow the run,
+    # unless the same --set gave their value.
+    config = override(fit(config, lambda period: run.iterations(period * run.num_envs)),
+                      agent_items)
+  return dataclasses.replace(exp, run=run, config=config)
+
+
+def _iterations(run: RunConfig, config) -> int | None:
+  period = getattr(config, "rollout_length", None)
+  return None if period is None else run.iterations(period * run.num_envs)
+
+
+def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], agent: str) -> str:
+  options = [f"run.{k}" for k in run_keys] + [f"{agent}.{k}" for k in agent_keys]
+  bare = sorted(run_keys | agent_keys)
+  close = difflib.get_close_matches(key, bare, n=3, cutoff=0.6)
+  hint = f" Did you mean {', '.join(close)}?" if close else ""
+  return (f"unknown config key {key!r}.{hint} Valid keys: {', '.join(sorted(options))} "
+          "(see `batchrl configs NAME`).")
+
+

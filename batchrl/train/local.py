@@ -1,0 +1,101 @@
+"""``LocalTrainer``: a run trained in this process (a ``Trainer``, see ``batchrl.train.trainer``).
+
+Environments are in-graph (gymnax: the whole train phase is one compiled program, and with
+``seeds`` several independent runs are ``vmap``-ed in it) or host Gymnasium envs stepped by
+worker processes through an ``InGraphBatchEnv``. Resume is exact for the ``gymnax`` backend
+(the environment state is part of the checkpoint); with host environments the agent state
+is restored exactly and the environments start new episodes.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from batchrl import simulation
+from batchrl.configclass import ConfigError
+from batchrl.configs import Experiment
+from batchrl.train import fused
+from batchrl.train.build import build_agent, build_env, close_env, eval_steps
+from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
+from batchrl.train.rundir import restore_checkpoint, save_checkpoint
+from batchrl.train.schedule import schedule
+
+
+def check_seeds(exp: Experiment, seeds: int | None) -> None:
+  """``--seeds`` needs in-graph environments: checked before a run directory is made."""
+  if seeds is None:
+    return
+  if not isinstance(seeds, int) or seeds < 1:
+    raise ConfigError(f"--seeds must be a positive int, got {seeds!r}.")
+  if exp.run.backend != "gymnax":
+    raise ConfigError("--seeds trains several agents in one compiled program and needs "
+                      f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
+                      f"backend {exp.run.backend!r}.")
+
+
+class LocalTrainer:
+  """Compiled pieces of one run in this process: train, eval, save (see the module doc)."""
+
+  def __init__(self, exp: Experiment, run_dir: Path, *, seeds: int | None = None):
+    check_seeds(exp, seeds)
+    self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
+    self.env = build_env(exp.run)
+    self.agent = build_agent(exp)
+    self.steps_per_iteration = exp.run.num_envs * self.agent.period
+    self.plan = schedule(exp.run, self.steps_per_iteration)
+    self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
+    # evaluation, restarts and summaries run for a moment: compiled without optimization
+    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
+    self.evaluate = fused.jit(jax.vmap(evaluate) if seeds else evaluate, "once")
+    self.restart = fused.jit(functools.partial(simulation.restart, self.env), "once")
+    agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
+    first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
+    self._summarize = fused.jit(lambda state: agent_summary(first(state)), "once")
+    self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
+    self.iteration = 0
+
+  @property
+  def step(self) -> int:
+    return self.iteration * self.steps_per_iteration
+
+  def restore(self) -> bool:
+    """Loads the latest good checkpoint, if any; returns whether one was loaded."""
+    if not restore_checkpoint(self):
+      return False
+    if self.exp.run.backend != "gymnax":
+      self.sim = self.restart(self.sim)  # host envs restarted: their state is not saved
+    return True
+
+  def save(self) -> None:
+    save_checkpoint(self)
+
+  def train_phase(self, iterations: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    self.sim, infos = self.run_chunk(self.sim, iterations)
+    metrics = summarize(infos)
+    metrics["steps_per_second"] = iterations * self.steps_per_iteration / max(
+        time.perf_counter() - start, 1e-9) * (self.seeds or 1)
+    if self.seeds:
+      metrics.update(per_seed_metrics(per_seed_scores(infos)))
+    return metrics
+
+  def eval_phase(self) -> dict[str, Any]:
+    stats = jax.device_get(self.evaluate(self.sim))
+    if self.exp.run.backend != "gymnax":
+      self.sim = self.restart(self.sim)  # evaluation used the same host envs
+    metrics = {k: nan_mean(v) for k, v in stats.items()}
+    if self.seeds:
+      metrics.update(per_seed_metrics(np.asarray(stats["mean_score"])))
+    return metrics
+
+  def summaries(self) -> dict:
+    """The agent's TensorBoard material (the first seed's when training several)."""
+    return self._summarize(self.sim.agent_state)
+
+  def close(self) -> None:
+    close_env(self.env)

@@ -1,0 +1,48 @@
+"""Reducing a phase's stacked iteration infos to the numbers a report shows."""
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+
+def summarize(infos: dict) -> dict[str, float]:
+  """Reduces stacked iteration infos ``[..., N]`` to one report: scores weighted by episodes."""
+  infos = jax.device_get(infos)
+  out = {}
+  for name, value in infos.items():
+    value = np.asarray(value, np.float64)
+    if name in ("mean_score", "mean_length"):
+      out[name] = _episode_weighted(value, infos["episodes"])
+    elif name == "episodes":
+      out[name] = float(np.sum(value))
+    else:
+      out[name] = nan_mean(value[..., -1])  # the latest update's value
+  return out
+
+
+def nan_mean(values) -> float:
+  """The mean of the non-NaN values; NaN, without numpy's empty-slice warning, when there
+  are none (no episode finished in the window, or a metric no update has written yet)."""
+  values = np.asarray(values, np.float64)
+  values = values[~np.isnan(values)]
+  return float(values.mean()) if values.size else math.nan
+
+
+def per_seed_scores(infos: dict) -> list[float]:
+  """Mean score per seed for a vmapped run (infos ``[S, N]``)."""
+  infos = jax.device_get(infos)
+  return [_episode_weighted(s, e) for s, e in zip(infos["mean_score"], infos["episodes"])]
+
+
+def per_seed_metrics(scores) -> dict[str, float]:
+  """``seed<i>/mean_score`` entries of a report, one per seed."""
+  return {f"seed{i}/mean_score": float(x) for i, x in enumerate(scores)}
+
+
+def _episode_weighted(means, episodes) -> float:
+  """Mean of per-iteration means weighted by their episode counts (NaN when no episodes)."""
+  means, episodes = np.asarray(means, np.float64), np.asarray(episodes, np.float64)
+  w = np.where(np.isnan(means), 0.0, episodes)
+  return float(np.sum(np.nan_to_num(means) * w) / w.sum()) if w.sum() else math.nan

@@ -1,0 +1,86 @@
+"""The run directory: its name, its ``config.yaml`` (new run or resume), its checkpoints.
+
+A run directory holds ``config.yaml`` (written before training starts), ``metrics.jsonl``,
+TensorBoard events and ``checkpoints/``. Starting a run whose directory already has a config
+resumes it from its latest good checkpoint, whichever trainer made it.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+
+from batchrl import checkpoint
+from batchrl.configclass import ConfigError, atomic_write_text
+from batchrl.configs import Experiment
+from batchrl.errors import UserInputError
+from batchrl.train.trainer import Trainer
+
+log = logging.getLogger("batchrl")
+
+CONFIG_FILE = "config.yaml"
+
+
+def run_directory(logdir, name: str, timestamp: str | None) -> Path:
+  """``logdir/<timestamp>-<name>``; the timestamp is now's when not given."""
+  stamp = timestamp or time.strftime("%Y%m%dT%H%M%S")
+  return Path(logdir) / f"{stamp}-{name}"
+
+
+def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[Experiment, bool]:
+  """Writes the config of a new run, or loads the one of an existing run (resume).
+
+  Returns the experiment to run and whether this is a resume. Resuming with overrides that
+  change the saved config is refused: the run would no longer be the one it says it is.
+  """
+  from batchrl.configs import apply_overrides
+
+  path = run_dir / CONFIG_FILE
+  if run_dir.exists() and not run_dir.is_dir():
+    raise UserInputError(f"{run_dir} exists and is not a directory.")
+  if path.exists():
+    saved = Experiment.from_dict(yaml.safe_load(path.read_text()))
+    if overrides and apply_overrides(saved, overrides) != saved:
+      raise ConfigError(f"{run_dir} is an existing run; its config cannot be changed on "
+                        f"resume (got --set {' '.join(overrides)}). Start a new run "
+                        "(another --timestamp) instead.")
+    return saved, True
+  try:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
+  except OSError as e:
+    raise UserInputError(f"cannot write the run directory {run_dir}: {e.strerror}; give a "
+                         "--logdir you can write to.") from None
+  return exp, False
+
+
+def remove_new_run(run_dir: Path) -> bool:
+  """Deletes a run directory this invocation created if it holds no checkpoint yet (a run
+  that failed on bad input leaves nothing behind); returns whether it did."""
+  if checkpoint.latest_step(Path(run_dir) / "checkpoints") is not None:
+    return False
+  shutil.rmtree(run_dir, ignore_errors=True)
+  return True
+
+
+def restore_checkpoint(trainer: Trainer) -> bool:
+  """Loads the latest good checkpoint of ``trainer.run_dir`` into ``trainer.sim`` and
+  ``trainer.iteration`` (any trainer: local or distributed); whether there was one."""
+  ckpt_dir = trainer.run_dir / "checkpoints"
+  if checkpoint.latest_step(ckpt_dir) is None:
+    return False
+  trainer.sim, manifest = checkpoint.restore(ckpt_dir, trainer.sim)
+  trainer.iteration = int(manifest["counters"]["iteration"])
+  log.info("Resumed %s at step %d (iteration %d).", trainer.run_dir, trainer.step,
+           trainer.iteration)
+  return True
+
+
+def save_checkpoint(trainer: Trainer) -> None:
+  """Checkpoints ``trainer.sim`` at ``trainer.step`` with the config and counters."""
+  checkpoint.save(trainer.run_dir / "checkpoints", trainer.step, trainer.sim,
+                  config=trainer.exp.to_dict(), keep=trainer.exp.run.keep_checkpoints,
+                  counters={"iteration": trainer.iteration, "steps": trainer.step})

@@ -1,0 +1,62 @@
+"""``Trainer``: what one run's training offers its driver, wherever the envs are stepped.
+
+Two trainers implement it: ``batchrl.train.local.LocalTrainer`` (envs in this process or its
+workers, or in the compiled program) and ``batchrl.distributed.trainer.DistributedTrainer``
+(envs in Ray actors, this process learns). ``batchrl.train.loop.run`` drives either one;
+``batchrl train`` picks which (``--ray``).
+
+A trainer owns the compiled pieces of one run and its ``SimState`` (what a checkpoint
+holds); the driver owns the cadence (``plan``) and advances ``iteration`` after each
+``train_phase``, so benchmarks and tests can drive a trainer by hand.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from batchrl.configs import Experiment
+from batchrl.simulation import SimState
+
+
+@runtime_checkable
+class Trainer(Protocol):
+  """One run's training (see the module doc).
+
+  Attributes:
+    exp: the run's experiment (saved with every checkpoint).
+    run_dir: the run directory; checkpoints go to its ``checkpoints/``.
+    plan: ``schedule.schedule``'s iteration counts: ``total``, ``report``, ``eval``,
+      ``checkpoint``.
+    steps_per_iteration: env steps of one iteration (all envs, one ``agent.period`` each).
+    iteration: iterations done; advanced by the driver, set by ``restore``.
+    sim: the whole state of the run: agent, env observations, keys, counters.
+  """
+
+  exp: Experiment
+  run_dir: Path
+  plan: dict[str, int]
+  steps_per_iteration: int
+  iteration: int
+  sim: SimState
+
+  @property
+  def step(self) -> int:
+    """Env steps done: ``iteration * steps_per_iteration``."""
+
+  def restore(self) -> bool:
+    """Loads the run's latest good checkpoint, if any; returns whether one was loaded."""
+
+  def save(self) -> None:
+    """Checkpoints ``sim`` at ``step``."""
+
+  def train_phase(self, iterations: int) -> dict[str, Any]:
+    """Trains ``iterations`` iterations (``iteration`` is left to the driver); the report."""
+
+  def eval_phase(self) -> dict[str, Any]:
+    """Evaluates the deterministic policy; ``episodes``, ``mean_score``, ``mean_length``."""
+
+  def summaries(self) -> dict:
+    """The agent's own TensorBoard material now: ``{"scalars": ..., "histograms": ...}``."""
+
+  def close(self) -> None:
+    """Stops what the trainer started (env workers, runners)."""
