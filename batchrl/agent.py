@@ -87,7 +87,7 @@ def _resolve_agent(agent: Any, kwargs: dict) -> tuple[str, dict]:
     return name, {**spec, **kwargs}
   if isinstance(agent, str):
     return agent, dict(kwargs)
-  raise ConfigError(f"agent must be a registry name, a dict with 'type' or a JSON file path, "
+  raise ConfigError(f"agent must be an agent name, a dict with 'type' or a JSON file path, "
                     f"got {type(agent).__name__}.")
 
 
@@ -154,7 +154,7 @@ class Agent:
     """Builds an agent.
 
     Args:
-      agent: a registry name (``batchrl.agents.registry.names()``: 'ppo', 'random',
+      agent: an agent name (``batchrl.agents.families.api_names()``: 'ppo', 'random',
         'constant', ...), a dict with ``type`` and the agent's keys, or a JSON file path.
       environment: takes states, actions and the episode limit from a
         ``batchrl.envs.Environment``, a Gymnasium id or a Gymnasium env.
@@ -170,7 +170,8 @@ class Agent:
       seed: seeds parameters, sampling and exploration (None: a random seed, recorded in
         ``agent.spec``).
       parallel_interactions: number of streams one agent acts for.
-      **agent_kwargs: the agent's own keys (see ``batchrl.agents.registry``).
+      **agent_kwargs: the agent's own keys (each agent's ``keys.py``, e.g.
+        ``batchrl.agents.ppo.keys``).
     """
     name, kwargs = _resolve_agent(agent, agent_kwargs)
     if environment is not None:

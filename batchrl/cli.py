@@ -99,7 +99,7 @@ def _add_run_parser(sub) -> None:
   run = sub.add_parser("run", help="run an agent from JSON specs on a Gymnasium env "
                        "(TensorForce's openai_gym.py)")
   run.add_argument("env_id", metavar="ENV_ID", help="a Gymnasium id, e.g. CartPole-v1")
-  run.add_argument("-a", "--agent", help="agent spec: a JSON file (or a registry name)")
+  run.add_argument("-a", "--agent", help="agent spec: a JSON file (or an agent name)")
   run.add_argument("-n", "--network", help="network spec JSON file (default: auto)")
   run.add_argument("--episodes", type=int, help="stop after N episodes")
   run.add_argument("--timesteps", type=int, help="stop after N timesteps")

@@ -11,6 +11,7 @@ each value against its annotation when constructed::
       network: Literal["gaussian", "categorical"] = param("gaussian", "Policy head.")
 
     cfg = override(PPOConfig(), ["lr=3e-4", "policy_layers=(64, 64)"])
+    assert cfg.replace(lr=1e-3).lr == 1e-3  # every config class has replace()
     save_yaml(cfg, run_dir / "config.yaml")
     assert load_yaml(run_dir / "config.yaml") == cfg
 
@@ -76,6 +77,8 @@ def configclass(cls: type) -> type:
       own_post_init(self)
 
   cls.__post_init__ = __post_init__
+  if "replace" not in cls.__dict__:
+    cls.replace = _replace_method
   cls = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
   hints = _hints(cls)
   for f in dataclasses.fields(cls):
@@ -86,6 +89,12 @@ def configclass(cls: type) -> type:
     _require_supported(cls, f.name, hints[f.name])
   _CONFIG_CLASSES[class_path(cls)] = cls
   return cls
+
+
+def _replace_method(self, **changes):
+  """A copy with ``changes`` (converted by each field's annotation); an unknown key is an
+  error naming the closest field. Every ``@configclass`` has it."""
+  return override_dict(self, changes)
 
 
 def class_path(cls: type) -> str:

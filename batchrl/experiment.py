@@ -9,13 +9,14 @@ re-exported here, the names scripts and notebooks use. Training on Ray is
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
 from batchrl.train import loop
-from batchrl.train.build import (build_agent, build_env, check_env, close_env, eval_steps,
+from batchrl.train.build import (build_env, build_model, check_env, close_env, eval_steps,
                                  make_host_env)
 from batchrl.train.local import LocalTrainer, check_seeds
 from batchrl.train.metrics import nan_mean, per_seed_scores, summarize
@@ -27,10 +28,17 @@ from batchrl.train.schedule import schedule
 # implement is ``batchrl.train.trainer.Trainer``.
 Trainer = LocalTrainer
 
-__all__ = ["CONFIG_FILE", "LocalTrainer", "Trainer", "build_agent", "build_env", "check_env",
-           "check_seeds", "close_env", "eval_steps", "make_host_env", "nan_mean",
+__all__ = ["CONFIG_FILE", "LocalTrainer", "Trainer", "build_agent", "build_env", "build_model",
+           "check_env", "check_seeds", "close_env", "eval_steps", "make_host_env", "nan_mean",
            "per_seed_scores", "prepare_run", "remove_new_run", "restore_checkpoint",
            "run_directory", "save_checkpoint", "schedule", "summarize", "train"]
+
+
+def build_agent(exp: Experiment):
+  """Deprecated (kept for one release): ``build_model``, which says what it builds."""
+  warnings.warn("experiment.build_agent is now experiment.build_model (it builds the "
+                "experiment's Model)", DeprecationWarning, stacklevel=2)
+  return build_model(exp)
 
 
 def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,

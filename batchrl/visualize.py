@@ -24,7 +24,7 @@ from batchrl.agents.core import Transition
 from batchrl.configs import Experiment
 from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError
-from batchrl.experiment import CONFIG_FILE, build_agent, build_env, close_env, make_host_env
+from batchrl.experiment import CONFIG_FILE, build_model, build_env, close_env, make_host_env
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
 
@@ -127,7 +127,7 @@ def visualize(run_dir, outdir, *, num_episodes: int = 1, checkpoint_path: str | 
     raise ConfigError(f"--num-episodes must be >= 1, got {num_episodes}.")
   run_dir, outdir = Path(run_dir), Path(outdir)
   exp = load_experiment(run_dir)
-  agent = build_agent(exp)
+  agent = build_model(exp)
   agent_state, source = load_agent_state(exp, run_dir, agent, checkpoint_path,
                                          allow_untrained, seed)
   frames, returns, lengths, fps = play(exp, agent, agent_state, num_episodes, seed)

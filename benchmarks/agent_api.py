@@ -255,6 +255,9 @@ def main() -> None:
                f"{floor['tree_us']:.1f} us, CPU {floor['tree_cpu_us']:.1f} us"))
   rows.append(("floor: jit of one array + read back",
                f"{floor['one_us']:.1f} us, CPU {floor['one_cpu_us']:.1f} us"))
+  rows.append(("1 stream act + observe / floor (one array)",
+               f"{one['pair_us'] / floor['one_us']:.1f}x wall, "
+               f"{one['cpu_us'] / floor['one_cpu_us']:.1f}x CPU"))
   rows.extend(peer_rows(steps))
 
   if not args.skip_learning:

@@ -98,7 +98,7 @@ def time_chunk(exp, *, seeds: int | None, iterations: int, seconds: float) -> di
   from batchrl.train import fused
 
   env = ex.build_env(exp.run)
-  agent = ex.build_agent(exp)
+  agent = ex.build_model(exp)
   sim = fused.init_sim(env, agent, jax.random.key(exp.run.seed), seeds)
   jax.block_until_ready(sim)
   run_chunk = fused.make_run_chunk(env, agent, num_seeds=seeds)

@@ -116,7 +116,7 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   if num_envs is not None:
     exp = configs.apply_overrides(exp, [f"num_envs={num_envs}", "batch_size=null"])
   env = experiment.build_env(exp.run)
-  agent = experiment.build_agent(exp)
+  agent = experiment.build_model(exp)
   per_iteration = exp.run.num_envs * agent.period
   iterations = math.ceil(steps / per_iteration)
   start = time.perf_counter()

@@ -98,7 +98,7 @@ def pretrained_score() -> float:
 
   exp = configs.get("dqfd_cartpole")
   env = experiment.build_env(exp.run)
-  agent = experiment.build_agent(exp)
+  agent = experiment.build_model(exp)
   sim = fused.init_sim(env, agent, jax.random.key(exp.run.seed))
   evaluate = jax.jit(fused.make_evaluate(env, agent, experiment.eval_steps(exp.run, env)))
   return float(evaluate(sim)["mean_score"])

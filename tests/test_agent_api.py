@@ -8,7 +8,7 @@ import pytest
 
 from batchrl import Agent
 from batchrl.agent import AgentUsageError, StreamAheadError
-from batchrl.agents import registry
+from batchrl.agents.family import BuildContext
 from batchrl.agents.ppo.keys import ppo_config
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import model as ppo_agent
@@ -80,7 +80,7 @@ def test_unknown_agent_and_keys_name_the_closest():
 
 
 def test_tensorforce_keys_map_to_ppo_config():
-  context = registry.BuildContext(2, MLP, None)
+  context = BuildContext(2, MLP, None)
   config = ppo_config(dict(batch_size=4096, gae_lambda=0.97, entropy_penalty=0.01,
                                     epochs=5, optimizer_batch_size=512, loss_clipping=0.2,
                                     step_optimizer=dict(type="adam", learning_rate=1e-2),
@@ -224,7 +224,7 @@ def test_load_errors_name_the_problem(tmp_path):
 
 
 def _ppo_parts(agent):
-  config = ppo_config(dict(agent.spec["config"]), registry.BuildContext(
+  config = ppo_config(dict(agent.spec["config"]), BuildContext(
       agent.parallel_interactions, agent.spec["network"], agent._rt.action_space))
   return config, ppo_agent._networks(config, agent._state.model.info)
 

@@ -72,7 +72,7 @@ class Model:
     track: ``(state, transition) -> state``: advance internals without recording or
       learning (evaluation episodes); identity for agents without internals.
     period: number of ``store`` calls between updates when that is fixed, else None.
-    name: registry name, for logs and checkpoints.
+    name: the agent name (``Agent.create``), for logs and checkpoints.
     summarize: optional ``(state) -> {"scalars": {...}, "histograms": {...}}`` of what is
       worth plotting about the state (normalizer statistics, recent actions...), for
       TensorBoard.

@@ -29,7 +29,8 @@ from batchrl.agents.runtime import Runtime
 from batchrl.agents.states import DTYPES, named_spaces, space_kind
 
 
-@dataclasses.dataclass(frozen=True, eq=False)  # eq=False: hashed by identity (cache keys)
+# eq=False: hashed by identity (a cache key); repr=False: keys print short
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class FastPlan:
   """What the fast path of one ``Runtime`` needs to know (``fast_plan``)."""
 
@@ -188,9 +189,10 @@ class DeferredCommits:
     self.rows[:, 0] = np.arange(n)  # stream indices: all streams, in order
     self.raw_columns = [self.rows[:, 2 + a:2 + b]
                         for a, b in zip(layout.raw.offsets, layout.raw.offsets[1:])]
-    # one float state (the common case) is written without the loop over leaves
-    self.one_float = (layout.raw.treedef.num_leaves == 1
-                      and layout.raw.dtypes[0] == np.float32)
+    # one float state (the common case) is written as floats, without the loop over leaves
+    self.one_float = None
+    if layout.raw.treedef.num_leaves == 1 and layout.raw.dtypes[0] == np.float32:
+      self.one_float = self.raw_columns[0].view(np.float32)
     self.act_only = {}  # deterministic -> compiled act_only
     self.pack_last = rt.memo(("pack_last", plan), lambda: _pack_last_program(plan))
     self.commit_rows = rt.memo(("commit_rows", plan),
@@ -251,8 +253,8 @@ class DeferredCommits:
     self.inputs[:self.header] = self.headers[self.key_pos]
     self.key_pos += 1
     self.rows[:, 1] = reset
-    if self.one_float:
-      self.raw_columns[0][...] = obs.reshape(self.n, -1).view(np.uint32)
+    if self.one_float is not None:
+      self.one_float[...] = obs if obs.ndim == 2 else obs.reshape(self.n, -1)
     else:
       leaves = [obs[k] for k in sorted(obs)] if isinstance(obs, dict) else (obs,)
       for columns, leaf in zip(self.raw_columns, leaves):  # sorted keys: the pytree order

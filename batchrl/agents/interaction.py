@@ -236,7 +236,7 @@ def process_next(parts: Parts, state: AgentState, obs, idx):
 
 # ------------------------------------------------------------------ deferred commits
 #
-# The fast path of ``batchrl.Agent`` (see ``facade.DeferredCommits``): when every stream
+# The fast path of ``batchrl.Agent`` (see ``fast_path.DeferredCommits``): when every stream
 # acts in each call and the model's ``act`` reads nothing that ``store`` writes, an act
 # need not wait for the model to store the previous transition. ``act_only`` then acts
 # alone, its outputs wait on the host, and ``commit_rows`` stores many rows in one call.
@@ -349,7 +349,7 @@ def act_only(parts: Parts, layout: FastLayout, model, pstate, xstate, words, *,
   """``act_step`` for all ``N`` streams without its commit: preprocess, act, explore.
 
   ``model`` is the model state (only what ``act`` reads is real, see
-  ``facade.Runtime.act_reads``). Returns ``(pstate, xstate, uint32[N, W])``.
+  ``batchrl.agents.act_reads``). Returns ``(pstate, xstate, uint32[N, W])``.
   """
   n, kw = parts.num_streams, layout.key_words
   act_key = _wrap_key(layout, words[:kw])

@@ -22,7 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.agents import interaction, registry, spaces
+from batchrl.agents import interaction, spaces
+from batchrl.agents.families import api_type
+from batchrl.agents.family import BuildContext
 from batchrl.agents.adapters import Adapters, build_adapters
 from batchrl.agents.errors import AgentUsageError
 from batchrl.agents.interaction import AgentState, Parts
@@ -85,8 +87,7 @@ class Runtime:
   def act(self, state, obs, idx, reward, terminal, next_held, has_next, reset, *, commit,
           slots, flush, update, deterministic):
     """``interaction.act_step`` for the streams ``idx``: ``(state, action[k], updated)``."""
-    key = ("act", commit, flush, update, deterministic)
-    fn = self.programs.get(key) or self.memo(key, lambda: _act_program(
+    fn = self.memo(("act", commit, flush, update, deterministic), lambda: _act_program(
         self.parts, commit, flush, update, deterministic))
     if slots is None:
       slots = np.zeros(len(idx), np.int32)
@@ -164,8 +165,8 @@ def _build(spec: dict) -> Runtime:
   if isinstance(n, bool) or not isinstance(n, int) or n < 1:
     raise ConfigError(f"parallel_interactions must be a positive int, got {n!r}.")
   adapters = build_adapters(spec)
-  agent_type = registry.get(spec["type"])
-  context = registry.BuildContext(n, spec.get("network", "auto"), adapters.action_space,
+  agent_type = api_type(spec["type"])
+  context = BuildContext(n, spec.get("network", "auto"), adapters.action_space,
                                   spec.get("max_episode_timesteps"))
   model = agent_type.build(dict(spec.get("config") or {}), context)
   parts = Parts(model, n, STAGE_DEPTH, adapters.preprocess, adapters.reward_preprocess,

@@ -26,7 +26,7 @@ from batchrl import simulation
 from batchrl.configs import Experiment
 from batchrl.distributed.learner import fill_placeholders
 from batchrl.train import fused
-from batchrl.train.build import build_agent, build_env, close_env, eval_steps
+from batchrl.train.build import build_model, build_env, close_env, eval_steps
 
 
 def with_shared(agent_state, index: Sequence[int], shared: Sequence[Any]):
@@ -58,7 +58,7 @@ class EnvRunner:
     # an env that raises is recreated in place first (its episode cut); only what the
     # policy does not cover takes the runner down and gets it replaced
     self.env = build_env(run, restart=True)
-    self.agent = build_agent(spec)
+    self.agent = build_model(spec)
     self.shared_index = tuple(shared_index)
     start = jax.jit(functools.partial(simulation.init, self.env, self.agent))
     self.sim = start(jax.random.key(seed), fill_placeholders(agent_state, seed))

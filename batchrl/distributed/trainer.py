@@ -30,7 +30,7 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
-from batchrl.train.build import build_agent, make_host_env
+from batchrl.train.build import build_model, make_host_env
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -64,7 +64,7 @@ class DistributedTrainer:
   def __init__(self, exp: Experiment, run_dir: Path, options: RayOptions):
     self._ray = cluster.import_ray()
     self.exp, self.run_dir, self.options = exp, Path(run_dir), options
-    self.agent = build_agent(exp)
+    self.agent = build_model(exp)
     if self.agent.period is None:
       raise ConfigError(f"agent {exp.agent!r} has no fixed update period; --ray needs one.")
     probe = make_host_env(exp.run.env, exp.run.max_length, exp.run.normalize_ranges)

@@ -18,8 +18,8 @@ Thread ``i`` uses the agent's parallel stream ``i`` (the agent needs
 ``parallel_interactions >= len(environments)``). The agent is not thread-safe: every agent call
 is made under one lock, and env steps run outside it so blocking envs overlap. An agent
 that updates on aligned rows of all streams (PPO) may refuse to let one stream run too
-far ahead: ``act`` then raises ``batchrl.agent.StreamAheadError`` and that thread waits on a
-condition variable until another stream has made progress, then retries.
+far ahead: ``act`` then raises ``batchrl.agents.errors.StreamAheadError`` and that thread
+waits on a condition variable until another stream has made progress, then retries.
 
 The callback (``callback(runner)`` or ``callback(runner, parallel)``) is called from the
 thread whose episode ended, while it holds the agent lock: it sees consistent statistics
@@ -36,21 +36,13 @@ import time
 
 import numpy as np
 
+from batchrl.agents.errors import StreamAheadError
 from batchrl.execution.runner import (Progress, RunOptions, RunStats, check_count,
                                       borrowed_gym_env, callback_caller, check_streams,
                                       env_seeds, environment_sources, episode_limit,
                                       resolve_run_options, tree_batch1, tree_row)
 
 _GIVE_UP = object()  # an agent call that can no longer succeed in this run
-
-
-def _stream_ahead_errors() -> tuple[type, ...]:
-  """The agent's "this stream is too far ahead" error (none if the agent module is absent)."""
-  try:
-    from batchrl.agent import StreamAheadError
-  except ImportError:
-    return ()
-  return (StreamAheadError,)
 
 
 class _Slot:
@@ -170,7 +162,7 @@ class ThreadedRunner(RunStats):
     self._error: BaseException | None = None
     self._started = 0  # timesteps handed out (acts made) in this run
     self._active = self.num_parallel
-    self._ahead = _stream_ahead_errors()
+    self._ahead = (StreamAheadError,)
 
   def _run_threads(self, options: RunOptions, limit: int | None, bar: Progress) -> None:
     call_back = callback_caller(options.callback)

@@ -45,7 +45,7 @@ def close_env(env) -> None:
     host.close()
 
 
-def build_agent(exp: Experiment):
+def build_model(exp: Experiment):
   """The experiment's ``Model``, from its agent's family and config."""
   return family(exp.agent).make(exp.config)
 

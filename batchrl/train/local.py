@@ -20,7 +20,7 @@ from batchrl import simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.train import fused
-from batchrl.train.build import build_agent, build_env, close_env, eval_steps
+from batchrl.train.build import build_model, build_env, close_env, eval_steps
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -45,7 +45,7 @@ class LocalTrainer:
     check_seeds(exp, seeds)
     self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
     self.env = build_env(exp.run)
-    self.agent = build_agent(exp)
+    self.agent = build_model(exp)
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)

@@ -12,11 +12,10 @@ normalizer statistics are updated only from stored training experience.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-from typing import Any, Literal
+from typing import Literal
 
-from batchrl.configclass import ConfigError, configclass, from_dict, param
+from batchrl.configclass import ConfigError, configclass, param
 
 
 @configclass
@@ -114,25 +113,12 @@ class PPOConfig:
     _check_counts(self)
     _check_ranges(self)
 
-  @classmethod
-  def from_dict(cls, values: dict[str, Any]) -> "PPOConfig":
-    """Builds a config from a dict; an unknown key is an error naming the closest field."""
-    return from_dict(cls, values)
-
-  def replace(self, **changes) -> "PPOConfig":
-    """A copy with ``changes``; unknown keys are errors naming the closest field."""
-    return from_dict(type(self), {**_values(self), **changes})
-
   @property
   def steps_chunk(self) -> int:
     """Length of the sequences the update trains on (minibatches are whole sequences)."""
     if self.chunk_length is not None:
       return self.chunk_length
     return 1 if self.recurrent is None else self.rollout_length
-
-
-def _values(config) -> dict[str, Any]:
-  return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
 
 
 def _check_layers(c: PPOConfig) -> None:

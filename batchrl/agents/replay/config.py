@@ -8,7 +8,6 @@ summed over environments (transitions stored), as TensorForce's timesteps did.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
 
@@ -51,16 +50,6 @@ class ReplayConfig:
   learning_rate: float = param(1e-3, "Adam step size.")
   adam_epsilon: float = param(1e-8, "Adam epsilon.")
   max_grad_norm: float | None = param(None, "Clip gradients to this global norm (None: off).")
-
-  def replace(self, **changes):
-    """A copy with ``changes``; unknown keys are errors naming the closest field."""
-    names = [f.name for f in dataclasses.fields(self)]
-    for key in changes:
-      if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"Unknown {type(self).__name__} field {key!r}.{hint}")
-    return dataclasses.replace(self, **changes)
 
 
 def check_network_fields(c, prefix: str) -> None:
