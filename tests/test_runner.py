@@ -10,8 +10,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from batchrl.agents.errors import StreamAheadError
 from batchrl.envs.core import Environment, EnvironmentAsGym, GymEnvironment, as_gym_env
-from batchrl.execution import Runner, ThreadedRunner, threaded
+from batchrl.execution import Runner, ThreadedRunner
 
 
 # ---------------------------------------------------------------------------------------
@@ -81,8 +82,8 @@ class UsageError(ValueError):
   pass
 
 
-class Ahead(UsageError):
-  """Stands in for batchrl.agent.StreamAheadError."""
+class Ahead(StreamAheadError):
+  """What a real agent raises when one stream runs too far ahead."""
 
 
 class FakeAgent:
@@ -441,12 +442,7 @@ def test_evaluation_in_batch_acts_independently():
 # ThreadedRunner.
 
 
-@pytest.fixture
-def fake_stream_ahead(monkeypatch):
-  monkeypatch.setattr(threaded, "_stream_ahead_errors", lambda: (Ahead,))
-
-
-def test_threaded_runner_counts_exactly_and_uses_one_stream_per_thread(fake_stream_ahead):
+def test_threaded_runner_counts_exactly_and_uses_one_stream_per_thread():
   agent = FakeAgent(parallel_interactions=3)
   envs = [Corridor(length=2), Corridor(length=3), Corridor(length=4)]
   runner = ThreadedRunner(agent, environments=envs, seed=3)
@@ -466,7 +462,7 @@ def test_threaded_runner_counts_exactly_and_uses_one_stream_per_thread(fake_stre
   assert agent.closed == 0 and all(env.closed == 0 for env in envs)
 
 
-def test_threaded_steps_overlap_and_ahead_streams_wait(fake_stream_ahead):
+def test_threaded_steps_overlap_and_ahead_streams_wait():
   Corridor.max_active = 0
   agent = FakeAgent(parallel_interactions=3, max_ahead=2)
   envs = [Corridor(length=5, delay=d) for d in (0.0, 0.002, 0.004)]
@@ -477,7 +473,7 @@ def test_threaded_steps_overlap_and_ahead_streams_wait(fake_stream_ahead):
   assert agent.ahead_raised > 0 and agent.max_spread <= 2  # the fast stream waited
 
 
-def test_threaded_episode_limit_callback_and_truncation(fake_stream_ahead):
+def test_threaded_episode_limit_callback_and_truncation():
   agent = FakeAgent(parallel_interactions=2)
   runner = ThreadedRunner(agent, environments=[Corridor(length=9), Corridor(length=9)],
                           max_episode_timesteps=3)
@@ -494,7 +490,7 @@ def test_threaded_episode_limit_callback_and_truncation(fake_stream_ahead):
   assert calls == [1, 2, 3] and runner.episode in (3, 4)
 
 
-def test_threaded_error_stops_all_threads_and_is_reraised(fake_stream_ahead):
+def test_threaded_error_stops_all_threads_and_is_reraised():
   agent, broken = FakeAgent(parallel_interactions=2), Corridor(length=4, fail_at=5)
   runner = ThreadedRunner(agent, environments=[Corridor(length=4, delay=0.001), broken])
   with pytest.raises(RuntimeError, match="corridor broke") as info:
@@ -506,7 +502,7 @@ def test_threaded_error_stops_all_threads_and_is_reraised(fake_stream_ahead):
   assert agent.resets == 2 and runner.timestep == 4
 
 
-def test_threaded_evaluation_and_instance_copy_error(fake_stream_ahead):
+def test_threaded_evaluation_and_instance_copy_error():
   agent = FakeAgent(parallel_interactions=2)
   runner = ThreadedRunner(agent, environments=[Corridor(length=2), Corridor(length=2)])
   runner.run(num_episodes=2, evaluation=True)
@@ -556,8 +552,8 @@ def test_real_agent_single_env_with_cuts(random_agents):
 
 
 def test_real_agent_batched_and_threaded_with_stream_ahead(random_agents, monkeypatch):
-  from batchrl.agent import StreamAheadError
-  assert threaded._stream_ahead_errors() == (StreamAheadError,)
+  from batchrl.agent import StreamAheadError as public
+  assert public is StreamAheadError  # the name users catch is the one the runner waits on
   agent = random_agents[3]
   runner = Runner(agent, environments=[Corridor(length=3) for _ in range(3)],
                   max_episode_timesteps=5)

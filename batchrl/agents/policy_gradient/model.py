@@ -241,7 +241,7 @@ class Rollout(NamedTuple):
   """Raw experience of one batch, ``[T, B, ...]``."""
 
   obs: Any  # [T, B, D] (flat) or a pytree of [T, B, ...] states
-  raw_action: Any  # the policy's sample (or the explored action the facade hands back)
+  raw_action: Any  # the policy's sample (or the explored action batchrl.Agent hands back)
   reward: jax.Array  # [T, B]
   terminated: jax.Array  # [T, B] bool
   truncated: jax.Array  # [T, B] bool
