@@ -118,6 +118,42 @@ def test_streams_named_states_and_actions_with_masks_match(monkeypatch):
   assert reads and all("['policy']" in paths[i] for i in reads)
 
 
+def test_one_stream_scalar_path_keeps_every_check():
+  # after the first act the agent takes Agent._act_one / _observe_one; what they do not
+  # take (bad input, errors) goes through the general path with its messages
+  from batchrl.agent import StateError
+  agent = Agent.create("ppo", **CARTPOLE, **SMALL, max_episode_timesteps=3)
+  state = np.zeros(4, np.float32)
+  agent.act(state)
+  agent.observe(1.0, False)
+  assert agent._fast is not None
+  for bad in (np.nan, np.inf, -np.inf):
+    with pytest.raises(StateError, match="contains NaN or inf"):
+      agent.act(np.array([0, bad, 0, 0], np.float32))
+  with pytest.raises(StateError, match="must have shape"):
+    agent.act(np.zeros(5, np.float32))
+  assert agent.act(np.zeros(4, np.float64)) in (0, 1)  # other dtypes: the general path
+  with pytest.raises(AgentUsageError, match="act called twice"):
+    agent.act(state)
+  for reward in (float("nan"), 1e39, 10 ** 40):  # 1e39 overflows float32
+    with pytest.raises(AgentUsageError, match="reward must be finite"), \
+        np.errstate(over="ignore"):
+      agent.observe(reward, False)
+  with pytest.raises(AgentUsageError, match="terminal must be a bool or 0/1/2"):
+    agent.observe(1.0, 3)
+  assert agent.observe(3, 0) is False  # an int reward
+  with pytest.raises(AgentUsageError, match="without an act"):
+    agent.observe(1.0, False)
+  agent.act(state)
+  agent.observe(1.0, 0)
+  with pytest.raises(AgentUsageError, match="has run 3 timesteps"):
+    agent.act(state)
+  assert agent.timesteps == 3 and agent.episodes == 0
+  agent.reset()
+  agent.act(state)
+  assert agent.observe(1.0, True) is False and agent.episodes == 1
+
+
 def test_which_agents_take_the_fast_path():
   normalized = Agent.create("ppo", **CARTPOLE, **SMALL, normalize_observations=True)
   reason = fast_path.fast_plan(normalized._rt, normalized._device)
