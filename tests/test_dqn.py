@@ -419,7 +419,8 @@ def test_object_api_update_count_and_import_observations():
   agent.act([0.0, 0.0])  # acting and observing go on from there
   agent.observe(reward=1.0, terminal=False)
   baseline = Agent.create(agent="random", **specs, seed=0)
-  with pytest.raises(AgentUsageError, match="import_observations is for the 'dqn', 'ddqn', 'dqn_nstep', 'naf', 'dqfd' agents"):
+  with pytest.raises(AgentUsageError, match="import_observations is for the 'dqn', 'ddqn', "
+                     "'dqn_nstep', 'naf', 'dqfd'.* agents; this agent is 'random'"):
     baseline.import_observations(observations)
 
 

@@ -5,7 +5,7 @@ configs), ``batchrl run``, ``batchrl configs`` and Ray. Adding an agent is its f
 """
 from __future__ import annotations
 
-from batchrl.agents import dqfd, dqn, naf, ppo, simple, trpo, vpg
+from batchrl.agents import a2c, ddpg, dqfd, dqn, naf, ppo, sac, simple, td3, trpo, vpg
 from batchrl.agents.family import AgentFamily, AgentType, did_you_mean
 from batchrl.configclass import ConfigError
 
@@ -13,9 +13,13 @@ FAMILIES: tuple[AgentFamily, ...] = (
     ppo.FAMILY,
     vpg.FAMILY,
     trpo.FAMILY,
+    a2c.FAMILY,
     dqn.FAMILY,
     naf.FAMILY,
     dqfd.FAMILY,
+    ddpg.FAMILY,
+    td3.FAMILY,
+    sac.FAMILY,
     simple.FAMILY,
 )
 

@@ -8,13 +8,13 @@ named experiments (``NAMED``); this package gathers them in one registry.
 from __future__ import annotations
 
 from batchrl.configclass import Registry
-from batchrl.configs import naf_dqfd, pg, ppo, value_based
+from batchrl.configs import a2c, actor_critic, naf_dqfd, pg, ppo, value_based
 from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides
 
 __all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "get", "names"]
 
 REGISTRY = Registry("config")
-for _module in (ppo, pg, value_based, naf_dqfd):
+for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic):
   for _name, (_factory, _description) in _module.NAMED.items():
     REGISTRY.register(_name, _factory, _description)
 

@@ -24,6 +24,7 @@ NETWORK = [{"type": "dense", "size": 16}]  # every learning agent's network: com
 STEPS = 100  # act/observe steps of the shared agent; every learning row updates within them
 
 _REPLAY = dict(first_update=32, update_frequency=4, memory_capacity=1000, batch_size=16)
+_ACTOR_CRITIC = dict(_REPLAY, critic_layers=[16])
 _BASELINE = {"type": "mlp", "sizes": [16]}
 _OUT_OF_RANGE = (("discount", 2), ("learning_rate", -1))
 
@@ -51,10 +52,18 @@ AGENTS: dict[str, AgentCase] = {case.name: case for case in (
               ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("trpo", CARTPOLE, dict(batch_size=64, baseline=_BASELINE, cg_iterations=5),
               ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("a2c", CARTPOLE, dict(batch_size=64, critic_network=_BASELINE),
+              ("horizn", "horizon"), _OUT_OF_RANGE),
+    AgentCase("ac", CARTPOLE, dict(batch_size=64, critic_network=_BASELINE),
+              ("critic_netwrk", "critic_network"), _OUT_OF_RANGE),
     AgentCase("dqn", CARTPOLE, _REPLAY, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("ddqn", CARTPOLE, _REPLAY, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("dqn_nstep", CARTPOLE, _REPLAY, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("naf", PENDULUM, _REPLAY, ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("dpg", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("ddpg", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("td3", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("sac", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("dqfd", CARTPOLE, dict(_REPLAY, demo_memory_capacity=64),
               ("discont", "discount"), _OUT_OF_RANGE),
     # takes no keys at all: every key is unknown, and there is nothing out of range
@@ -69,9 +78,12 @@ FUSED_CONFIGS = {
     "ppo": "cartpole_fused",
     "vpg": "vpg_cartpole_fused",
     "trpo": "trpo_cartpole_fused",
+    "a2c": "a2c_cartpole_fused",
     "dqn": "dqn_cartpole_fused",
     "naf": "naf_pendulum",
     "dqfd": "dqfd_cartpole",
+    "td3": "td3_pendulum_fused",
+    "sac": "sac_pendulum_fused",
 }
 # Overrides besides the tiny budget that keep a smoke run short without changing what it
 # exercises (DQFD still pretrains at init, on fewer steps).

@@ -502,8 +502,12 @@ def state_values(config: PGConfig, nets: PGNetworks, params: dict, obs) -> jax.A
   return jnp.zeros(lead[:2], jnp.float32)
 
 
-def prepare(config: PGConfig, nets: PGNetworks, state: PGState, ends=None) -> Batch:
+def prepare(config: PGConfig, nets: PGNetworks, state: PGState, ends=None,
+            returns: Callable[..., jax.Array] = discounted_returns) -> Batch:
   """Normalized ``[T, B]`` data: values before the update, returns, advantages.
+
+  ``returns(rewards, terminated, truncated, next_values, discount) -> [T, B]``: the value
+  targets without GAE (A2C passes its n-step returns; the default runs to the rollout's end).
 
   When the batch counts episodes, ``T`` is the buffer length, ``mask`` marks the steps of
   finished episodes (the only ones learned from and standardized over), every column
@@ -517,8 +521,7 @@ def prepare(config: PGConfig, nets: PGNetworks, state: PGState, ends=None) -> Ba
   rewards = scale_rewards(config, state, r.reward)
   values = state_values(config, nets, state.params, obs)
   next_values = state_values(config, nets, state.params, next_obs)
-  targets = discounted_returns(rewards, r.terminated, r.truncated, next_values,
-                               config.discount)
+  targets = returns(rewards, r.terminated, r.truncated, next_values, config.discount)
   if config.gae_lambda is None:
     advantages = targets - values
   else:

@@ -1,0 +1,91 @@
+"""``ActorCriticConfig``: what DDPG, TD3 and SAC share on top of ``ReplayConfig`` (memory,
+update schedule, discount): two networks, their learning rates and the soft target update.
+
+Defaults follow the usual continuous-control settings (Fujimoto et al. 2018, Haarnoja et al.
+2018): 2x256 ReLU MLPs, Adam 3e-4 for both networks, batch 256, one gradient step per stored
+transition from step 1000 on, targets moved by tau = 0.005 after each learning step.
+``learning_rate`` is the actor's rate (TensorForce's ``optimizer``), ``critic_learning_rate``
+the critic's (TensorForce's ``critic_optimizer``).
+"""
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from batchrl.agents.replay.config import ReplayConfig, check_replay
+from batchrl.configclass import ConfigError, configclass, param
+from batchrl.exploration import ExplorationSpecError, build_exploration
+
+
+@configclass
+class ActorCriticConfig(ReplayConfig):
+  """Hyper-parameters shared by ``make_ddpg``, ``make_td3`` and ``make_sac``."""
+
+  batch_size: int = param(256, "Transitions per gradient step.")
+  update_frequency: int = param(1, "store calls between updates (the model's period); each "
+                                "stores num_envs transitions.")
+  first_update: int = param(1_000, "Environment steps stored before the first update.")
+  repeat_update: int = param(1, "Gradient steps per update (each on a fresh batch).")
+  target_update_frequency: int = param(1, "Environment steps between updates whose learning "
+                                       "steps move the targets (1: every update).")
+  update_target_weight: float = param(0.005, "tau: target <- tau * online + (1 - tau) * "
+                                      "target after each learning step of the actor.")
+  learning_rate: float = param(3e-4, "The actor's Adam step size (TensorForce: optimizer).")
+  critic_learning_rate: float = param(3e-4, "The critic's Adam step size (TensorForce: "
+                                      "critic_optimizer).")
+
+  network: str | None = param(None, "None: MLPs on a Box observation (the 'flat' layout). "
+                              "Else a network spec as JSON text (batchrl.networks.layered) for "
+                              "any states: the actor and each critic get a torso of their own "
+                              "built from it.")
+  actor_layers: tuple[int, ...] = param((256, 256), "Flat layout: hidden sizes of the actor "
+                                        "MLP on the observation.")
+  critic_layers: tuple[int, ...] = param((256, 256), "Hidden sizes of the critic MLP on the "
+                                         "observation (flat) or torso features (network "
+                                         "spec) joined with the action.")
+  activation: Literal["relu", "tanh"] = param("relu", "Hidden activation of the MLPs.")
+  action_bounds: tuple[float, float] | None = param(
+      None, "(low, high) used for action elements the environment leaves unbounded; None: "
+      "such actions are an error (the actors end in tanh). batchrl train's gymnasium stack "
+      "advertises unbounded actions (its ClipAction clips to the range RangeNormalize maps "
+      "to [-1, 1]), so the host named configs set (-1.0, 1.0).")
+
+  def __post_init__(self):
+    check_actor_critic(self, type(self).__name__.removesuffix("Config").lower())
+
+
+def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
+  """The shared fields; errors name them as ``<prefix>.<field>``."""
+  check_replay(c, prefix)  # repeat_update >= 1 among them
+  if not c.critic_learning_rate > 0:
+    raise ConfigError(f"{prefix}.critic_learning_rate must be > 0, got "
+                      f"{c.critic_learning_rate!r}.")
+  if c.network is not None:
+    try:
+      json.loads(c.network)
+    except json.JSONDecodeError as e:
+      raise ConfigError(f"{prefix}.network is not valid JSON: {e}") from None
+  if c.action_bounds is not None and not c.action_bounds[0] < c.action_bounds[1]:
+    raise ConfigError(f"{prefix}.action_bounds must be (low, high) with low < high, got "
+                      f"{c.action_bounds!r}.")
+  for name in ("actor_layers", "critic_layers"):
+    sizes = getattr(c, name)
+    if not sizes or any(n < 1 for n in sizes):
+      raise ConfigError(f"{prefix}.{name} must be positive sizes, got {sizes!r}.")
+
+
+def parse_exploration(text: str | None, where: str):
+  """The ``Exploration`` of an ``exploration`` field (JSON text; None without noise)."""
+  if text is None:
+    return None
+  try:
+    spec = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{where} is not valid JSON: {e}") from None
+  try:
+    exploration = build_exploration(spec, where)
+    if exploration is not None:
+      exploration.check_kind("float")
+  except ExplorationSpecError as e:
+    raise ConfigError(str(e)) from None
+  return exploration

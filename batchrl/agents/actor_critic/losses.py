@@ -1,0 +1,27 @@
+"""Pure losses DDPG, TD3 and SAC share. Shapes: ``K`` batch, ``C`` critics."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from batchrl.agents.dqn.losses import td_loss
+
+
+def bellman_target(reward: jax.Array, terminated: jax.Array, discount: float,
+                   next_value: jax.Array) -> jax.Array:
+  """``r + gamma (1 - terminated) V(s')`` ``[K]``, no gradient (truncated steps bootstrap)."""
+  alive = 1.0 - terminated.astype(jnp.float32)
+  return jax.lax.stop_gradient(reward + discount * alive * next_value)
+
+
+def critic_loss(q: jax.Array, target: jax.Array, weight: jax.Array, clip: float):
+  """Each critic's importance-weighted TD loss ``q [C, K]`` against ``target [K]``, summed
+  over critics (each learns its own regression); returns ``(loss, error [C, K])``."""
+  error = target[None] - q
+  return jnp.sum(jnp.mean(weight[None] * td_loss(error, clip), axis=-1)), error
+
+
+def temperature_objective(log_alpha, log_prob, target_entropy: float):
+  """SAC's temperature loss ``-log alpha * mean(log pi + target_entropy)``: alpha grows
+  while the policy's entropy ``-log pi`` is below the target, shrinks while above."""
+  return -log_alpha * jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)

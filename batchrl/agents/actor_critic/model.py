@@ -1,0 +1,313 @@
+"""The model skeleton DDPG, TD3 and SAC share; each agent's ``model.py`` hands it an
+``Algorithm`` (its critic target, its actor loss, its critic count).
+
+Shapes: ``B`` envs, ``K`` batch size, ``A`` action size (normalized units in ``[-1, 1]``),
+``C`` critics. Top to bottom:
+
+  act     the actor: ``tanh(mu(obs))`` plus exploration noise unless deterministic (DDPG,
+          TD3; Ornstein-Uhlenbeck noise state goes out in ``extras["noise"]``), or a sample
+          of the squashed Gaussian (SAC; its mean when deterministic) -> the env's units
+  store   the ``[B]`` transition as one memory row (action normalized); count steps
+  update  every ``update_frequency`` stores, from ``first_update`` steps on (the gate of
+          ``replay.gated_steps``), ``repeat_update`` gradient steps, each on a fresh batch:
+            critics  <- Adam on the TD loss against ``r + gamma (1 - terminated) V'(s')``,
+                        ``V'`` the algorithm's (``Algorithm.next_value``, target networks)
+            actor    <- Adam on ``Algorithm.actor_loss`` through the new critics, on every
+                        ``policy_delay``-th gradient step (TD3 delays; others 1)
+            alpha    <- (SAC) Adam on ``-log alpha (log pi + target_entropy)``
+            targets  <- tau online + (1 - tau) target, after each actor step of an update in
+                        which a ``target_update_frequency`` boundary passed
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl.agents import spaces
+from batchrl.agents.actor_critic.config import ActorCriticConfig
+from batchrl.agents.actor_critic.losses import (bellman_target, critic_loss,
+                                                temperature_objective)
+from batchrl.agents.actor_critic.networks import (ACNetworks, continuous_action_map,
+                                                  make_networks, squashed_sample)
+from batchrl.agents.core import Model, Transition
+from batchrl.agents.replay import updates as replay
+from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.exploration import Exploration
+from batchrl.memories import MemoryState, TransitionItem, import_transitions
+from batchrl.ops.targets import soft_update
+from batchrl.specs import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+  """What sets DDPG, TD3 and SAC apart (hashable: it keys the network cache).
+
+  ``next_value(config, nets, params, next_obs, key, alpha) -> V'(s') [K]`` and
+  ``actor_loss(config, nets, actor_params, critic_params, obs, key, alpha) -> (loss,
+  (metrics, log_prob [K] or None))`` are pure functions of their arguments.
+  """
+
+  name: str
+  num_critics: int
+  stochastic: bool
+  next_value: Callable[..., jax.Array]
+  actor_loss: Callable[..., Any]
+  exploration: Exploration | None = None
+  policy_delay: int = 1
+  learns_alpha: bool = False
+
+
+class ACParams(NamedTuple):
+  actor: Any
+  critic: Any
+  target_actor: Any
+  target_critic: Any
+  log_alpha: jax.Array  # [] SAC's log temperature (0, unused, for DDPG and TD3)
+
+
+class ACOptState(NamedTuple):
+  actor: Any
+  critic: Any
+  alpha: Any  # () unless SAC learns its temperature
+  steps: jax.Array  # [] int32 gradient steps taken (TD3's policy delay counts them)
+
+
+class ACState(NamedTuple):
+  """Everything an actor-critic agent learns and remembers; a pytree."""
+
+  params: ACParams
+  opt_state: ACOptState
+  memory: MemoryState
+  noise: Any  # [B, A] Ornstein-Uhlenbeck state, () otherwise
+  key: jax.Array
+  num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
+  pending: jax.Array  # [] int32 stores since the last update
+  num_updates: jax.Array  # [] int32 updates that learned
+  last_sync: jax.Array  # [] int32 num_steps // target_update_frequency at the last sync
+  info: SpaceInfo
+  static: replay.Static = replay.Static(None)
+
+
+def make_actor_critic(config: ActorCriticConfig, algo: Algorithm) -> Model:
+  """The ``Model`` of ``algo`` with ``config``; ``period = update_frequency``."""
+  return Model(
+      init=lambda key, spec: init(config, algo, key, spec),
+      act=lambda state, obs, key, deterministic=False: act(config, algo, state, obs, key,
+                                                           deterministic),
+      store=lambda state, transition: store(config, algo, state, transition),
+      update=lambda state: update(config, algo, state),
+      ready=lambda state: state.pending >= config.update_frequency,
+      period=config.update_frequency, on_policy=False,
+      learned_updates=lambda state: state.num_updates, name=algo.name,
+      summarize=lambda state: summarize(config, algo, state))
+
+
+# ------------------------------------------------------------------------------ pieces
+
+
+def layout(config: ActorCriticConfig, spec: EnvSpec) -> str:
+  """MLPs on a Box observation, else torsos from the network spec."""
+  flat = config.network is None and isinstance(spec.observation_space, gym.spaces.Box)
+  return "flat" if flat else "tree"
+
+
+@functools.lru_cache(maxsize=64)
+def networks(config: ActorCriticConfig, algo: Algorithm, info: SpaceInfo) -> ACNetworks:
+  return make_networks(config, info, algo.num_critics, algo.stochastic, algo.name)
+
+
+def optimizers(config: ActorCriticConfig, algo: Algorithm):
+  """Adam for the actor, the critics and (SAC) the temperature."""
+  clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
+          if config.max_grad_norm is not None else [])
+  adam = lambda rate: optax.chain(*clip, optax.adam(rate, eps=config.adam_epsilon))  # noqa: E731
+  alpha = optax.adam(config.alpha_learning_rate) if algo.learns_alpha else None
+  return adam(config.learning_rate), adam(config.critic_learning_rate), alpha
+
+
+def init(config: ActorCriticConfig, algo: Algorithm, key: jax.Array, spec: EnvSpec) -> ACState:
+  """Online and target networks (equal), optimizers, an empty memory, zero noise."""
+  info = space_info(spec, layout(config, spec))
+  nets = networks(config, algo, info)
+  memory = replay.memory_of(config, info)
+  if memory.num_items < config.batch_size:
+    raise ValueError(f"{algo.name}.memory_capacity holds {memory.num_items} transitions (whole "
+                     f"rows of {info.num_envs} envs), fewer than batch_size "
+                     f"({config.batch_size}).")
+  params_key, state_key = jax.random.split(key)
+  actor, critic = nets.init(params_key)
+  log_alpha = jnp.log(jnp.float32(getattr(config, "initial_alpha", 1.0)))
+  params = ACParams(actor, critic, actor, critic, log_alpha)
+  actor_opt, critic_opt, alpha_opt = optimizers(config, algo)
+  zero = jnp.int32(0)
+  opt_state = ACOptState(actor_opt.init(actor), critic_opt.init(critic),
+                         () if alpha_opt is None else alpha_opt.init(log_alpha), zero)
+  noise = (() if algo.exploration is None
+           else algo.exploration.init(info.num_envs, (nets.actions.size,)))
+  obs = spaces.zero_obs(info, ())
+  item = TransitionItem(obs, jnp.zeros((nets.actions.size,), jnp.float32), jnp.float32(0),
+                        jnp.bool_(False), jnp.bool_(False), obs)
+  return ACState(params, opt_state, memory.init(item), noise, state_key, zero, zero, zero,
+                 zero, info, replay.Static(config))
+
+
+# ------------------------------------------------------------------------- act, store
+
+
+def act(config: ActorCriticConfig, algo: Algorithm, state: ACState, obs, key: jax.Array,
+        deterministic: bool = False):
+  """``obs[B, ...] -> (action[B, ...], {"noise": [B, A]} or {})`` in the env's units."""
+  nets = networks(config, algo, state.info)
+  out = nets.actor(state.params.actor, spaces.float_obs(state.info, obs))
+  noise, exploration = state.noise, algo.exploration
+  if algo.stochastic:
+    action = jnp.tanh(out[0]) if deterministic else squashed_sample(key, *out)[0]
+  elif deterministic or exploration is None:
+    action = out
+  else:
+    noise, action = exploration.apply(state.noise, key, out, state.num_steps, kind="float",
+                                      low=-1.0, high=1.0)
+  extras = {"noise": noise} if exploration is not None and exploration.is_ou else {}
+  return nets.actions.to_env(action), extras
+
+
+def store(config: ActorCriticConfig, algo: Algorithm, state: ACState,
+          transition: Transition) -> ACState:
+  """Writes the ``[B]`` transition as one memory row; keeps the act's OU noise (zero where
+  the episode ended)."""
+  info = state.info
+  nets = networks(config, algo, info)
+  row = TransitionItem(spaces.float_obs(info, transition.obs),
+                       nets.actions.from_env(transition.action),
+                       jnp.asarray(transition.reward, jnp.float32),
+                       jnp.asarray(transition.terminated, jnp.bool_),
+                       jnp.asarray(transition.truncated, jnp.bool_),
+                       spaces.float_obs(info, transition.next_obs))
+  memory = replay.memory_of(config, info).add(state.memory, row)
+  noise = state.noise
+  if algo.exploration is not None and algo.exploration.is_ou:
+    noise = algo.exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
+                                   transition.done)
+  return state._replace(memory=memory, noise=noise, num_steps=state.num_steps + info.num_envs,
+                        pending=state.pending + 1)
+
+
+# ---------------------------------------------------------------------------- update
+
+
+def _adam_step(opt, grads, opt_state, params):
+  updates, opt_state = opt.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state
+
+
+def critic_objective(critic, config, nets: ACNetworks, items, weight, target):
+  """The critics' TD loss on a batch; aux: ``(Q [C, K], TD error [C, K])``."""
+  q = nets.critic(critic, items.obs, items.action)
+  loss, error = critic_loss(q, target, weight, config.clip_loss)
+  return loss, (q, error)
+
+
+def gradient_step(config: ActorCriticConfig, algo: Algorithm, move_targets, state: ACState,
+                  key, params: ACParams, opt_state: ACOptState):
+  """One learning step on a fresh batch: ``(params, opt_state, index[K], |TD|[K], metrics)``."""
+  nets = networks(config, algo, state.info)
+  actor_opt, critic_opt, alpha_opt = optimizers(config, algo)
+  sample_key, target_key, actor_key = jax.random.split(key, 3)
+  sample = replay.memory_of(config, state.info).sample(state.memory, sample_key,
+                                                       config.batch_size, state.num_steps)
+  items = sample.items
+  alpha = jnp.exp(params.log_alpha) if algo.stochastic else jnp.float32(0.0)
+  next_value = algo.next_value(config, nets, params, items.next_obs, target_key, alpha)
+  target = bellman_target(items.reward, items.terminated, config.discount, next_value)
+
+  (c_loss, (q, error)), c_grads = jax.value_and_grad(critic_objective, has_aux=True)(
+      params.critic, config, nets, items, sample.weight, target)
+  critic, critic_state = _adam_step(critic_opt, c_grads, opt_state.critic, params.critic)
+
+  actor_objective = functools.partial(algo.actor_loss, config, nets, critic_params=critic,
+                                      obs=items.obs, key=actor_key, alpha=alpha)
+  (a_loss, (a_metrics, log_prob)), a_grads = jax.value_and_grad(
+      actor_objective, has_aux=True)(params.actor)
+  actor, actor_state = _adam_step(actor_opt, a_grads, opt_state.actor, params.actor)
+  learn_actor = opt_state.steps % algo.policy_delay == 0
+  if algo.policy_delay > 1:  # TD3: keep the old actor between its delayed steps
+    keep = lambda new, old: jax.tree.map(  # noqa: E731
+        lambda n, o: jnp.where(learn_actor, n, o), new, old)
+    actor, actor_state = keep(actor, params.actor), keep(actor_state, opt_state.actor)
+
+  log_alpha, alpha_state = params.log_alpha, opt_state.alpha
+  metrics = dict(a_metrics)
+  if algo.learns_alpha:
+    target_entropy = sac_target_entropy(config, nets)
+    alpha_grad = jax.grad(temperature_objective)(log_alpha, log_prob, target_entropy)
+    log_alpha, alpha_state = _adam_step(alpha_opt, alpha_grad, alpha_state, log_alpha)
+    metrics["entropy"] = -jnp.mean(log_prob)
+
+  move = move_targets & learn_actor
+  tau = config.update_target_weight
+  moved = lambda new, old: jax.tree.map(  # noqa: E731
+      lambda n, o: jnp.where(move, n, o), soft_update(old, new, tau), old)
+  params = ACParams(actor, critic, moved(actor, params.target_actor),
+                    moved(critic, params.target_critic), log_alpha)
+  opt_state = ACOptState(actor_state, critic_state, alpha_state, opt_state.steps + 1)
+  metrics.update(critic_loss=c_loss, actor_loss=a_loss, q_mean=jnp.mean(q),
+                 target_mean=jnp.mean(target), td_error=jnp.mean(jnp.abs(error)),
+                 alpha=jnp.exp(log_alpha) if algo.stochastic else jnp.float32(0.0),
+                 actor_learned=learn_actor.astype(jnp.float32),
+                 critic_grad_norm=optax.tree.norm(c_grads))
+  return params, opt_state, sample.index, jnp.abs(error[0]), metrics
+
+
+def sac_target_entropy(config, nets: ACNetworks) -> float:
+  """``config.target_entropy``, or ``-A`` (minus the action size) when None."""
+  given = getattr(config, "target_entropy", None)
+  return -float(nets.actions.size) if given is None else float(given)
+
+
+def update(config: ActorCriticConfig, algo: Algorithm, state: ACState):
+  """``repeat_update`` gradient steps under the replay gate, then the counters."""
+  memory = replay.memory_of(config, state.info)
+  ready = replay.update_ready(config, memory.size(state.memory), state.num_steps)
+  period = state.num_steps // config.target_update_frequency
+  sync = ready & (period > state.last_sync)
+  key, params, opt_state, mstate, metrics = replay.gated_steps(
+      config, memory, state, ready, functools.partial(gradient_step, config, algo, sync))
+  state = state._replace(
+      params=params, opt_state=opt_state, memory=mstate, key=key, pending=jnp.int32(0),
+      num_updates=state.num_updates + ready.astype(jnp.int32),
+      last_sync=jnp.where(sync, period, state.last_sync))
+  metrics.update(memory_size=memory.size(mstate).astype(jnp.float32),
+                 learning=ready.astype(jnp.float32), target_synced=sync.astype(jnp.float32))
+  return state, metrics
+
+
+def summarize(config: ActorCriticConfig, algo: Algorithm, state: ACState) -> dict:
+  """TensorBoard material: memory fill, updates, the temperature, the OU noise."""
+  memory = replay.memory_of(config, state.info)
+  scalars = {"memory/size": memory.size(state.memory).astype(jnp.float32),
+             "updates": state.num_updates.astype(jnp.float32)}
+  if algo.stochastic:
+    scalars["alpha"] = jnp.exp(state.params.log_alpha)
+  histograms = {}
+  if memory.prioritized:
+    histograms["memory/priorities"] = memory.priorities_of(state.memory)
+  if jax.tree.leaves(state.noise):
+    histograms["exploration/ou_noise"] = state.noise
+  return {"scalars": scalars, "histograms": histograms}
+
+
+def import_observations(state: ACState, observations) -> ACState:
+  """Fills the replay memory from TensorForce observations (as DQN's and NAF's
+  ``import_observations``); actions in the env's units, stored normalized."""
+  config = replay.config_of(state, "actor-critic")
+  amap = continuous_action_map(state.info.action_space, "actor-critic", config.action_bounds)
+  items = replay.memory_transitions(state.info, amap.from_env, observations)
+  memory = import_transitions(replay.memory_of(config, state.info), state.memory, items)
+  return state._replace(memory=memory)
+

@@ -1,0 +1,30 @@
+"""``TD3Config``: DDPG's fields plus TD3's three changes (Fujimoto et al. 2018): twin critics
+(always two), target policy smoothing (``target_noise``, ``target_noise_clip``) and delayed
+actor and target updates (``policy_delay``)."""
+from __future__ import annotations
+
+from batchrl.agents.actor_critic.config import check_actor_critic, parse_exploration
+from batchrl.agents.ddpg.config import DDPGConfig
+from batchrl.configclass import ConfigError, configclass, param
+
+
+@configclass
+class TD3Config(DDPGConfig):
+  """Hyper-parameters of ``make_td3``."""
+
+  target_noise: float = param(0.2, "Std of the Gaussian noise added to the target actor's "
+                              "action in the critic target (normalized units).")
+  target_noise_clip: float = param(0.5, "That noise is clipped to [-c, c] before it is "
+                                   "added; the action then to [-1, 1].")
+  policy_delay: int = param(2, "Gradient steps per step of the actor and the targets (the "
+                            "critics learn on every one).")
+
+  def __post_init__(self):
+    check_actor_critic(self, "td3")
+    parse_exploration(self.exploration, "td3.exploration")
+    if self.policy_delay < 1:
+      raise ConfigError(f"td3.policy_delay must be >= 1 (gradient steps per actor step), got "
+                        f"{self.policy_delay!r}.")
+    for name in ("target_noise", "target_noise_clip"):
+      if getattr(self, name) < 0:
+        raise ConfigError(f"td3.{name} must be >= 0, got {getattr(self, name)!r}.")
