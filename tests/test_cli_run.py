@@ -30,9 +30,10 @@ NETWORK_STATES = {
                                      inventory=dict(type="int", shape=(4,), num_values=5)),
 }
 AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")  # PPO's TensorForce keys
-OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json", "dqn.json", "ddqn.json", "dqfd.json",
-                       "naf.json")
-CONTINUOUS = {"naf.json"}  # run on Pendulum-v1, the others on CartPole-v1
+OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json", "a2c.json", "ac.json", "dqn.json", "ddqn.json",
+                       "dqfd.json", "naf.json", "ddpg.json", "td3.json", "sac.json")
+# run on Pendulum-v1, the others on CartPole-v1
+CONTINUOUS = {"naf.json", "ddpg.json", "td3.json", "sac.json"}
 
 
 def _env_for(name: str) -> str:
