@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from batchrl.agents.replay import config as replay_config
 from batchrl.agents.replay.config import ReplayConfig, check_replay
 from batchrl.configclass import ConfigError, configclass, param
-from batchrl.exploration import ExplorationSpecError, build_exploration
 
 
 @configclass
@@ -76,16 +76,4 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
 
 def parse_exploration(text: str | None, where: str):
   """The ``Exploration`` of an ``exploration`` field (JSON text; None without noise)."""
-  if text is None:
-    return None
-  try:
-    spec = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"{where} is not valid JSON: {e}") from None
-  try:
-    exploration = build_exploration(spec, where)
-    if exploration is not None:
-      exploration.check_kind("float")
-  except ExplorationSpecError as e:
-    raise ConfigError(str(e)) from None
-  return exploration
+  return replay_config.parse_exploration(text, where, "float")

@@ -96,15 +96,13 @@ class ACState(NamedTuple):
 
 def make_actor_critic(config: ActorCriticConfig, algo: Algorithm) -> Model:
   """The ``Model`` of ``algo`` with ``config``; ``period = update_frequency``."""
-  return Model(
+  return replay.replay_model(
+      config, algo.name,
       init=lambda key, spec: init(config, algo, key, spec),
       act=lambda state, obs, key, deterministic=False: act(config, algo, state, obs, key,
                                                            deterministic),
       store=lambda state, transition: store(config, algo, state, transition),
       update=lambda state: update(config, algo, state),
-      ready=lambda state: state.pending >= config.update_frequency,
-      period=config.update_frequency, on_policy=False,
-      learned_updates=lambda state: state.num_updates, name=algo.name,
       summarize=lambda state: summarize(config, algo, state))
 
 
@@ -183,17 +181,9 @@ def store(config: ActorCriticConfig, algo: Algorithm, state: ACState,
   the episode ended)."""
   info = state.info
   nets = networks(config, algo, info)
-  row = TransitionItem(spaces.float_obs(info, transition.obs),
-                       nets.actions.from_env(transition.action),
-                       jnp.asarray(transition.reward, jnp.float32),
-                       jnp.asarray(transition.terminated, jnp.bool_),
-                       jnp.asarray(transition.truncated, jnp.bool_),
-                       spaces.float_obs(info, transition.next_obs))
+  row = replay.memory_row(info, nets.actions.from_env(transition.action), transition)
   memory = replay.memory_of(config, info).add(state.memory, row)
-  noise = state.noise
-  if algo.exploration is not None and algo.exploration.is_ou:
-    noise = algo.exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
-                                   transition.done)
+  noise = replay.carried_noise(algo.exploration, state.noise, transition)
   return state._replace(memory=memory, noise=noise, num_steps=state.num_steps + info.num_envs,
                         pending=state.pending + 1)
 

@@ -79,18 +79,15 @@ def make_dqfd(config: DQFDConfig | None = None, name: str = "dqfd") -> Model:
   if not isinstance(config, DQFDConfig):
     raise TypeError(f"make_dqfd takes a DQFDConfig, got {type(config).__name__}.")
   exploration = parse_exploration(config.exploration)
-  return Model(
+  return replay.replay_model(
+      config, name,
       init=lambda key, spec: init(config, key, spec),
       act=lambda state, obs, key, deterministic=False: dqn.act(
           config, exploration, state.dqn, obs, key, deterministic),
       store=lambda state, transition: store(config, state, transition),
       update=lambda state: update(config, exploration, state),
-      ready=lambda state: state.dqn.pending >= config.update_frequency,
-      period=config.update_frequency,
-      on_policy=False,
-      learned_updates=lambda state: state.dqn.num_updates,
-      name=name,
-      summarize=lambda state: summarize(config, exploration, state))
+      summarize=lambda state: summarize(config, exploration, state),
+      counters=lambda state: state.dqn)
 
 
 # ------------------------------------------------------------------------------ pieces

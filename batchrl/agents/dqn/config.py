@@ -8,12 +8,12 @@ every 10000 steps) plus epsilon-greedy exploration from 1.0 to 0.1 over 10000 st
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal
 
+from batchrl.agents.replay import config as replay_config
 from batchrl.agents.replay.config import (MEMORIES, ReplayConfig, check_network_fields,
                                           check_replay)
 from batchrl.configclass import ConfigError, configclass, param
-from batchrl.exploration import ExplorationSpecError, build_exploration
 
 DEFAULT_EXPLORATION = json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
                                   "final_epsilon": 0.1, "timesteps": 10000})
@@ -61,17 +61,5 @@ def check_dqn(c: DQNConfig, prefix: str) -> None:
 
 
 def parse_exploration(text: str | None, prefix: str = "dqn"):
-  """The ``Exploration`` of ``DQNConfig.exploration`` (None when greedy)."""
-  if text is None:
-    return None
-  try:
-    spec: Any = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"{prefix}.exploration is not valid JSON: {e}") from None
-  try:
-    exploration = build_exploration(spec, f"{prefix}.exploration")
-    if exploration is not None:
-      exploration.check_kind("int")
-  except ExplorationSpecError as e:
-    raise ConfigError(str(e)) from None
-  return exploration
+  """The epsilon-greedy ``Exploration`` of ``DQNConfig.exploration`` (None when greedy)."""
+  return replay_config.parse_exploration(text, f"{prefix}.exploration", "int")

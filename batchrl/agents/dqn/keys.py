@@ -1,34 +1,16 @@
 """The ``dqn``, ``ddqn`` and ``dqn_nstep`` agent types of ``batchrl.Agent.create``.
 
-Keys (TensorForce 0.3 names first, later names, then ``DQNConfig``'s own fields):
+Keys: the replay keys (``batchrl.agents.replay.keys``: ``memory``, ``batch_size``,
+``update_frequency``, ``first_update``, ``repeat_update``, targets, loss, optimizer), plus
+``DQNConfig``'s own fields:
 
 ================================================  ==============================================
 key                                               meaning
 ================================================  ==============================================
-``memory``                                        'replay', 'prioritized_replay',
-                                                  'naive_prioritized_replay', or a dict with
-                                                  ``type`` and ``capacity``,
-                                                  ``prioritization_weight``,
-                                                  ``prioritization_constant``, ``beta_initial``,
-                                                  ``beta_steps``
-``memory_capacity``                               transitions the memory holds
-``batch_size``                                    transitions per gradient step
-``update_frequency``                              timesteps between updates, summed over the
-                                                  parallel streams (rounded to whole rows of
-                                                  ``parallel_interactions``)
-``first_update``                                  timesteps before the first update
-``repeat_update``                                 gradient steps per update
-``target_update_frequency``,                      timesteps between target updates
-``target_sync_frequency``
-``update_target_weight``, ``target_update_weight``  tau of the target update
 ``double_dqn``                                    Double DQN targets (``ddqn`` forces True)
-``clip_loss``, ``huber_loss``                     Huber bound (0 = squared loss)
 ``n_step``                                        n-step returns (``dqn_nstep``: default 3)
 ``dueling``                                       a dueling head on the network (or end the
                                                   network with a ``dueling`` layer)
-``discount``, ``learning_rate``                   as in DQNConfig
-``optimizer``                                     'adam' or ``{"type": "adam",
-                                                  "learning_rate": x}`` (DQN's update is Adam)
 ``actions_exploration``, ``explorations_spec``    the model's epsilon-greedy schedule (a
                                                   ``batchrl.exploration`` spec; None = greedy)
 ================================================  ==============================================
@@ -36,8 +18,6 @@ key                                               meaning
 Exploration: DQN explores inside its own ``act`` (epsilon 1.0 -> 0.1 over 10000 timesteps by
 default), so it explores the same way in every driver. The object API's ``exploration=``
 argument would act on top of it; give the schedule through ``actions_exploration`` instead.
-TensorForce's plumbing keys (``device``, ``session``, ``tf_summary`` ...) are accepted and
-ignored.
 """
 from __future__ import annotations
 

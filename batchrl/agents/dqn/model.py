@@ -35,8 +35,8 @@ from batchrl.agents.dqn.config import DQNConfig, parse_exploration
 from batchrl.agents.dqn.networks import (QNetworks, action_indices, check_discrete, env_actions,
                                          make_networks, zero_indices)
 from batchrl.agents.replay.updates import (Static, config_of, finish_update, gated_steps,
-                                           memory_of, memory_transitions, optimizer,
-                                           update_ready)
+                                           memory_of, memory_row, memory_transitions,
+                                           optimizer, replay_model, update_ready)
 from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
                               transition_window_mask)
@@ -65,17 +65,13 @@ def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
   if not isinstance(config, DQNConfig):
     raise TypeError(f"make_dqn takes a DQNConfig, got {type(config).__name__}.")
   exploration = parse_exploration(config.exploration)
-  return Model(
+  return replay_model(
+      config, name,
       init=lambda key, spec: init(config, key, spec),
       act=lambda state, obs, key, deterministic=False: act(config, exploration, state, obs,
                                                            key, deterministic),
       store=lambda state, transition: store(config, state, transition),
       update=lambda state: update(config, exploration, state),
-      ready=lambda state: state.pending >= config.update_frequency,
-      period=config.update_frequency,
-      on_policy=False,
-      learned_updates=lambda state: state.num_updates,
-      name=name,
       summarize=lambda state: summarize(config, exploration, state))
 
 
@@ -158,12 +154,7 @@ def store(config: DQNConfig, state: DQNState, transition: Transition) -> DQNStat
   """Writes the ``[B]`` transition as one memory row."""
   info = state.info
   nets = networks(config, info)
-  row = TransitionItem(spaces.float_obs(info, transition.obs),
-                       action_indices(info, nets.components, transition.action),
-                       jnp.asarray(transition.reward, jnp.float32),
-                       jnp.asarray(transition.terminated, jnp.bool_),
-                       jnp.asarray(transition.truncated, jnp.bool_),
-                       spaces.float_obs(info, transition.next_obs))
+  row = memory_row(info, action_indices(info, nets.components, transition.action), transition)
   memory = memory_of(config, info).add(state.memory, row)
   return state._replace(memory=memory, num_steps=state.num_steps + info.num_envs,
                         pending=state.pending + 1)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from batchrl.agents.replay import config as replay_config
 from batchrl.agents.replay.config import ReplayConfig, check_network_fields, check_replay
-from batchrl.configclass import ConfigError, configclass, param
-from batchrl.exploration import ExplorationSpecError, build_exploration
+from batchrl.configclass import configclass, param
 
 DEFAULT_NAF_EXPLORATION = json.dumps({"type": "ornstein_uhlenbeck", "sigma": 0.3, "mu": 0.0,
                                       "theta": 0.15})
@@ -45,16 +45,4 @@ class NAFConfig(ReplayConfig):
 
 def parse_naf_exploration(text: str | None):
   """The ``Exploration`` of ``NAFConfig.exploration`` (None without noise)."""
-  if text is None:
-    return None
-  try:
-    spec = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"naf.exploration is not valid JSON: {e}") from None
-  try:
-    exploration = build_exploration(spec, "naf.exploration")
-    if exploration is not None:
-      exploration.check_kind("float")
-  except ExplorationSpecError as e:
-    raise ConfigError(str(e)) from None
-  return exploration
+  return replay_config.parse_exploration(text, "naf.exploration", "float")

@@ -1,30 +1,12 @@
 """The ``naf`` agent type of ``batchrl.Agent.create``.
 
-Keys (TensorForce 0.3 names first, later names, then ``NAFConfig``'s own fields):
+Keys: the replay keys (``batchrl.agents.replay.keys``: ``memory``, ``batch_size``,
+``update_frequency``, ``first_update``, ``repeat_update``, targets, loss, optimizer), plus
+``NAFConfig``'s own fields:
 
 ================================================  ==============================================
 key                                               meaning
 ================================================  ==============================================
-``memory``                                        'replay', 'prioritized_replay',
-                                                  'naive_prioritized_replay', or a dict with
-                                                  ``type`` and ``capacity``,
-                                                  ``prioritization_weight``,
-                                                  ``prioritization_constant``, ``beta_initial``,
-                                                  ``beta_steps``
-``memory_capacity``                               transitions the memory holds
-``batch_size``                                    transitions per gradient step
-``update_frequency``                              timesteps between updates, summed over the
-                                                  parallel streams (rounded to whole rows of
-                                                  ``parallel_interactions``)
-``first_update``                                  timesteps before the first update
-``repeat_update``                                 gradient steps per update
-``target_update_frequency``,                      timesteps between target updates
-``target_sync_frequency``
-``update_target_weight``, ``target_update_weight``  tau of the target update
-``clip_loss``, ``huber_loss``                     Huber bound (0 = squared loss)
-``discount``, ``learning_rate``                   as in NAFConfig
-``optimizer``                                     'adam' or ``{"type": "adam",
-                                                  "learning_rate": x}``
 ``actions_exploration``, ``explorations_spec``    the model's noise (a ``batchrl.exploration``
                                                   spec for float actions, e.g.
                                                   ``{"type": "ornstein_uhlenbeck", "sigma":

@@ -69,17 +69,13 @@ def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
   if not isinstance(config, NAFConfig):
     raise TypeError(f"make_naf takes a NAFConfig, got {type(config).__name__}.")
   exploration = parse_naf_exploration(config.exploration)
-  return Model(
+  return replay.replay_model(
+      config, name,
       init=lambda key, spec: init(config, exploration, key, spec),
       act=lambda state, obs, key, deterministic=False: act(config, exploration, state, obs,
                                                            key, deterministic),
       store=lambda state, transition: store(config, exploration, state, transition),
       update=lambda state: update(config, exploration, state),
-      ready=lambda state: state.pending >= config.update_frequency,
-      period=config.update_frequency,
-      on_policy=False,
-      learned_updates=lambda state: state.num_updates,
-      name=name,
       summarize=lambda state: summarize(config, exploration, state))
 
 
@@ -160,17 +156,9 @@ def store(config: NAFConfig, exploration, state: NAFState, transition: Transitio
   the episode ended, so the next one starts fresh)."""
   info = state.info
   nets = networks(config, info)
-  row = TransitionItem(spaces.float_obs(info, transition.obs),
-                       nets.actions.from_env(transition.action),
-                       jnp.asarray(transition.reward, jnp.float32),
-                       jnp.asarray(transition.terminated, jnp.bool_),
-                       jnp.asarray(transition.truncated, jnp.bool_),
-                       spaces.float_obs(info, transition.next_obs))
+  row = replay.memory_row(info, nets.actions.from_env(transition.action), transition)
   memory = replay.memory_of(config, info).add(state.memory, row)
-  noise = state.noise
-  if exploration is not None and exploration.is_ou:
-    noise = exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
-                              transition.done)
+  noise = replay.carried_noise(exploration, state.noise, transition)
   return state._replace(memory=memory, noise=noise, num_steps=state.num_steps + info.num_envs,
                         pending=state.pending + 1)
 

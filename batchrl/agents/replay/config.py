@@ -12,6 +12,7 @@ import difflib
 import json
 
 from batchrl.configclass import ConfigError, configclass, param
+from batchrl.exploration import ExplorationSpecError, build_exploration
 
 MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")
 
@@ -96,3 +97,21 @@ def check_replay(c: ReplayConfig, prefix: str) -> None:
     raise ConfigError(f"{prefix}.beta_initial must be in [0, 1], got {c.beta_initial!r}.")
   if c.max_grad_norm is not None and not c.max_grad_norm > 0:
     raise ConfigError(f"{prefix}.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
+
+
+def parse_exploration(text: str | None, where: str, kind: str):
+  """The ``Exploration`` of an ``exploration`` field (JSON text of a ``batchrl.exploration``
+  spec for ``kind`` ('int' or 'float') actions; None: none); errors name ``where``."""
+  if text is None:
+    return None
+  try:
+    spec = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{where} is not valid JSON: {e}") from None
+  try:
+    exploration = build_exploration(spec, where)
+    if exploration is not None:
+      exploration.check_kind(kind)
+  except ExplorationSpecError as e:
+    raise ConfigError(str(e)) from None
+  return exploration

@@ -1,5 +1,35 @@
-"""The TensorForce keys every replay agent (DQN, DDQN, DQFD, NAF) shares in the object API,
-turned into its config (``replay_config``); each agent's ``keys.py`` adds its own checks."""
+"""The TensorForce keys every replay agent (DQN, DDQN, DQFD, NAF, DDPG, TD3, SAC) shares in
+the object API, turned into its config (``replay_config``); each agent's ``keys.py`` adds its
+own keys and checks. TensorForce 0.3 names first, later names after:
+
+================================================  ==============================================
+key                                               meaning
+================================================  ==============================================
+``memory``                                        'replay', 'prioritized_replay',
+                                                  'naive_prioritized_replay', or a dict with
+                                                  ``type`` and ``capacity``,
+                                                  ``prioritization_weight``,
+                                                  ``prioritization_constant``, ``beta_initial``,
+                                                  ``beta_steps``
+``memory_capacity``                               transitions the memory holds
+``batch_size``                                    transitions per gradient step
+``update_frequency``                              timesteps between updates, summed over the
+                                                  parallel streams (rounded to whole rows of
+                                                  ``parallel_interactions``)
+``first_update``                                  timesteps before the first update
+``repeat_update``                                 gradient steps per update
+``target_update_frequency``,                      timesteps between target updates
+``target_sync_frequency``
+``update_target_weight``, ``target_update_weight``  tau of the target update
+``clip_loss``, ``huber_loss``                     Huber bound (0 = squared loss)
+``discount``, ``learning_rate``                   as in the agent's config
+``optimizer``                                     'adam' or ``{"type": "adam",
+                                                  "learning_rate": x}`` (the updates are Adam)
+================================================  ==============================================
+
+TensorForce's plumbing keys (``device``, ``session``, ``tf_summary`` ...) are accepted and
+ignored.
+"""
 from __future__ import annotations
 
 import dataclasses

@@ -1,6 +1,7 @@
-"""What the replay agents' models (DQN, NAF, DQFD) share: the config carried in the state,
-the memory and optimizer of a ``ReplayConfig``, the gated repeat-update scan, the target sync
-that ends an update, and turning TensorForce observations into stored transitions."""
+"""What the replay agents' models (DQN, NAF, DQFD, DDPG, TD3, SAC) share: the ``Model``
+schedule, the config carried in the state, the memory and optimizer of a ``ReplayConfig``,
+the memory row of a transition, the gated repeat-update scan, the target sync that ends an
+update, and turning TensorForce observations into stored transitions."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from batchrl.agents import spaces
+from batchrl.agents.core import Model, Transition
 from batchrl.agents.replay.config import ReplayConfig
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.errors import UserInputError
@@ -44,6 +46,38 @@ def optimizer(config: ReplayConfig) -> optax.GradientTransformation:
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
   return optax.chain(*clip, optax.adam(config.learning_rate, eps=config.adam_epsilon))
+
+
+def replay_model(config: ReplayConfig, name: str, *, init, act, store, update, summarize,
+                 counters=lambda state: state) -> Model:
+  """A replay agent's ``Model``: its own functions plus the schedule every replay agent
+  shares: an update every ``update_frequency`` stores (the period), off-policy, and
+  ``agent.updates`` counting the updates that learned. ``counters(state)`` holds ``pending``
+  and ``num_updates`` (DQFD keeps them in its DQN part)."""
+  return Model(init=init, act=act, store=store, update=update,
+               ready=lambda state: counters(state).pending >= config.update_frequency,
+               period=config.update_frequency, on_policy=False,
+               learned_updates=lambda state: counters(state).num_updates, name=name,
+               summarize=summarize)
+
+
+def memory_row(info: SpaceInfo, action, transition: Transition) -> TransitionItem:
+  """The ``[B]`` transition as one memory row: observations as the networks read them and
+  ``action`` in the agent's stored form (DQN: indices, NAF and actor-critic: normalized)."""
+  return TransitionItem(spaces.float_obs(info, transition.obs), action,
+                        jnp.asarray(transition.reward, jnp.float32),
+                        jnp.asarray(transition.terminated, jnp.bool_),
+                        jnp.asarray(transition.truncated, jnp.bool_),
+                        spaces.float_obs(info, transition.next_obs))
+
+
+def carried_noise(exploration, noise, transition: Transition):
+  """The Ornstein-Uhlenbeck state after a store: the act's (``extras["noise"]``), zero
+  where the episode ended, so the next one starts fresh; ``noise`` itself without OU."""
+  if exploration is None or not exploration.is_ou:
+    return noise
+  return exploration.reset(jnp.asarray(transition.extras["noise"], jnp.float32),
+                           transition.done)
 
 
 def update_ready(config, stored, num_steps) -> jax.Array:
