@@ -58,7 +58,11 @@ def test_done_pattern_with_automatic_and_forced_resets(mode, duration_batch):
     np.testing.assert_array_equal(rewards, ds)
     np.testing.assert_array_equal(obs[:, 0], np.where(expected_done, 0, t % ds))  # auto-reset
     np.testing.assert_array_equal(infos["_final_obs"], expected_done)
-    np.testing.assert_array_equal(infos["final_obs"][expected_done, 0], ds[expected_done])
+    # As SyncVectorEnv: an object array [N] of the last observations, None where none ended.
+    finals = infos["final_obs"]
+    assert finals.dtype == object and all(finals[i] is None for i in np.flatnonzero(~expected_done))
+    np.testing.assert_array_equal([finals[i][0] for i in np.flatnonzero(expected_done)],
+                                  ds[expected_done])
     np.testing.assert_array_equal(infos["final_info"]["t"][expected_done], ds[expected_done])
     # Envs that just reset return their (empty) reset info, the others their step info.
     np.testing.assert_array_equal(infos.get("_t", np.zeros(4, bool)), ~expected_done)
@@ -85,7 +89,9 @@ def _rollout(env_id, num_workers, seed, steps, **kwargs):
     else:
       action = rng.uniform(space.low, space.high, size=(4, *space.shape)).astype(space.dtype)
     obs, rewards, terminated, truncated, infos = env.step(action)
-    final = infos.get("final_obs", np.zeros_like(obs))
+    final = np.zeros_like(obs)
+    for i in np.flatnonzero(infos.get("_final_obs", [])):
+      final[i] = infos["final_obs"][i]
     out += [obs, rewards, terminated, truncated, final]
   env.close()
   return out

@@ -18,9 +18,12 @@ classes defined in a script or a notebook (they travel by value), in a script wi
 an ``if __name__ == "__main__":`` guard, or piped on standard input (workers never re-run the
 main module; see ``launch``).
 
-Auto-reset is same-step: when an env ends an episode, the observation returned is the first
-one of the next episode and ``infos["final_obs"]`` ([N, ...], valid where
-``infos["_final_obs"]``) holds the last one, for bootstrapping.
+Auto-reset follows Gymnasium's ``AutoresetMode``s exactly (step for step the results of
+``SyncVectorEnv(..., autoreset_mode=same)``). The default is SAME_STEP, what the trainers
+use: when an env ends an episode, the observation returned is the first one of the next
+episode and ``infos["final_obs"]`` (an object array [N], valid where
+``infos["_final_obs"]``) holds the last one, for bootstrapping. Gymnasium's own default is
+NEXT_STEP; pass ``autoreset_mode=AutoresetMode.NEXT_STEP`` for code written against it.
 
     env = BatchEnv([lambda: gym.make("CartPole-v1")] * 8, num_workers=2, seed=0)
     obs, infos = env.reset()
@@ -58,7 +61,7 @@ _ACTION_KINDS = {"f": "fiu", "i": "iu", "u": "iu", "b": "biu"}
 
 
 class BatchEnv(VectorEnv):
-  """N environments stepped as one; Gymnasium vector API with same-step auto-reset.
+  """N environments stepped as one; the Gymnasium vector API, any of its auto-reset modes.
 
   Args:
     env_fns: one constructor per env: zero-argument callables returning an env (functions,
@@ -83,28 +86,47 @@ class BatchEnv(VectorEnv):
       take every CPU (e.g. 2 groups on 2 cores): one process and its wake-ups fewer. The
       price is isolation for that group: exceptions are still caught, named and restarted,
       but a crash of one of its envs ends this process and a hang blocks it (no timeout).
+    autoreset_mode: a ``gymnasium.vector.AutoresetMode`` or its name ('SAME_STEP' or
+      'SameStep', ...), with Gymnasium's semantics, declared in ``metadata["autoreset_mode"]``:
+      - SAME_STEP (the default here, NOT Gymnasium's): an env that ends an episode is reset
+        in the same step; the step returns the new episode's first observation and the reset's
+        info, with the last observation and info in ``infos["final_obs"]`` /
+        ``infos["final_info"]`` (valid where ``infos["_final_obs"]`` / ``["_final_info"]``).
+      - NEXT_STEP (Gymnasium's default): the step returns the episode's last observation;
+        the env's next step resets it instead (its action is ignored; reward 0,
+        terminated/truncated False, the reset's observation and info).
+      - DISABLED: nothing is reset automatically; an env that ended must be reset with
+        ``reset(options={"reset_mask": mask})`` before the next ``step()``, which refuses
+        otherwise.
+      An env recreated by ``restart`` ends its episode as truncated, and then follows the mode
+      like any other. ``reset(seed=int)`` derives per-env seeds with ``SeedSequence`` (not
+      Gymnasium's ``seed + i``); pass a list of seeds to reproduce a ``SyncVectorEnv`` run.
   """
 
-  metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+  metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # the default; instances set theirs
 
   def __init__(self, env_fns: Sequence[Callable | str], num_workers: int = 0,
                seed: int | None = None, restart: RestartPolicy | bool | None = None,
                timeout: float = 60.0, context: str = "spawn", start_timeout: float = 120.0,
-               spin: float = 0.002, step_in_parent: bool = False):
+               spin: float = 0.002, step_in_parent: bool = False,
+               autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP):
     fns = self._check_args(env_fns, num_workers, restart, context)
     if not isinstance(step_in_parent, bool):
       raise ValueError(f"step_in_parent must be True or False, got {step_in_parent!r}")
+    self.autoreset_mode = check_autoreset_mode(autoreset_mode)
+    self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
+    self.metadata = {"autoreset_mode": self.autoreset_mode}
     self.num_envs = len(fns)
     self._policy = RestartPolicy() if restart is True else (restart or None)
     self._seed_root = _check_seed(seed)
     spin = _check_spin(spin)
     self._backend = None
     if num_workers == 0:
-      self._backend = LocalBackend(fns)
+      self._backend = LocalBackend(fns, self.autoreset_mode)
     else:
       self._backend = ProcessBackend(fns, num_workers, context, process.check_timeout(timeout),
-                                      process.check_timeout(start_timeout, "start_timeout"),
-                                     spin, step_in_parent)
+                                     process.check_timeout(start_timeout, "start_timeout"),
+                                     spin, step_in_parent, self.autoreset_mode)
     try:
       self._setup_spaces(self._backend.start())
       self._bufs = self._backend.attach(self._layout)
@@ -115,6 +137,7 @@ class BatchEnv(VectorEnv):
                          if self._seed_root is not None else [None] * self.num_envs)
     self._restarts = np.zeros(self.num_envs, np.int64)
     self._ready = np.zeros(self.num_envs, np.bool_)  # reset since creation / last failure
+    self._ended = np.zeros(self.num_envs, np.bool_)  # DISABLED: ended, not reset since
     self._loose_obs: list = [None] * self.num_envs
     if self._seed_root is not None:
       self.action_space.seed(self._seed_root)
@@ -123,7 +146,9 @@ class BatchEnv(VectorEnv):
   def from_id(cls, env_id: str, num_envs: int, num_workers: int = 0, seed: int | None = None,
               restart: RestartPolicy | bool | None = None, timeout: float = 60.0,
               context: str = "spawn", start_timeout: float = 120.0, spin: float = 0.002,
-              step_in_parent: bool = False, **make_kwargs) -> "BatchEnv":
+              step_in_parent: bool = False,
+              autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+              **make_kwargs) -> "BatchEnv":
     """``num_envs`` copies of ``gymnasium.make(env_id, **make_kwargs)``."""
     process.check_env_id(env_id)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -131,7 +156,7 @@ class BatchEnv(VectorEnv):
     fn = functools.partial(process.make_from_id, env_id, **make_kwargs)
     return cls([fn] * num_envs, num_workers=num_workers, seed=seed, restart=restart,
                timeout=timeout, context=context, start_timeout=start_timeout, spin=spin,
-               step_in_parent=step_in_parent)
+               step_in_parent=step_in_parent, autoreset_mode=autoreset_mode)
 
   @staticmethod
   def _check_args(env_fns, num_workers, restart, context) -> list:
@@ -189,12 +214,17 @@ class BatchEnv(VectorEnv):
     ``seed``: an int (per-env seeds derived from it, as in the constructor), a list of one
     seed per reset env, or None (the constructor's seeds on each env's first reset, then
     unseeded). Envs outside ``indices`` keep their current observation in the batch.
+    ``options={"reset_mask": mask}`` (a bool array [N]) is Gymnasium's way to say
+    ``indices``: as in ``SyncVectorEnv`` the mask is popped from ``options`` (the envs get
+    the rest), and a seed list then has one seed per env of the batch.
     """
     self._check_open("reset")
-    targets = self._reset_targets(self._check_indices(indices), seed)
-    self._ready[[i for i, _ in targets]] = False
+    indices, seed, options = self._reset_selection(indices, seed, options)
+    targets = self._reset_targets(indices, seed)
+    reset = [i for i, _ in targets]
+    self._ready[reset] = False
     reports = self._run_recovering(lambda: self._backend.reset(targets, options), "reset")
-    self._ready[[i for i, _ in targets]] = True
+    self._ready[reset], self._ended[reset] = True, False
     for report in reports:
       self._absorb(report)
     return self._read_obs(), collect_infos(reports, self.num_envs)
@@ -203,15 +233,17 @@ class BatchEnv(VectorEnv):
     """Steps every env once; returns ``(obs, rewards, terminated, truncated, infos)``."""
     self._check_open("step")
     if not self._ready.all():
-      never = np.flatnonzero(~self._ready).tolist()
-      raise EnvError(f"call reset() before step(): environments {never} have not been reset "
-                     "since they were created or since an error left them in an unknown state")
+      raise EnvError(self._not_ready_message())
     loose_actions = self._write_actions(actions)
     reports, failures = self._interruptible(lambda: self._backend.step(loose_actions))
     restarted, extra = self._recover(reports, failures, "step")
     for report in reports + extra:
       self._absorb(report)
-    return self._step_result(reports + extra, restarted)
+    result = self._step_result(reports + extra, restarted)
+    if self._disabled:
+      ended = result[2] | result[3]
+      self._ready[ended], self._ended[ended] = False, True
+    return result
 
   def call(self, name: str, *args, **kwargs) -> tuple:
     """Calls ``env.<name>(*args, **kwargs)`` on every env; returns the results in env order."""
@@ -247,6 +279,39 @@ class BatchEnv(VectorEnv):
   def _check_open(self, what: str) -> None:
     if self.closed:
       raise EnvClosedError(f"{what}() on a closed BatchEnv; create a new one")
+
+  def _not_ready_message(self) -> str:
+    ended = np.flatnonzero(~self._ready & self._ended).tolist()
+    unknown = np.flatnonzero(~self._ready & ~self._ended).tolist()
+    parts = []
+    if ended:
+      parts.append(f"autoreset_mode=DISABLED: environments {ended} ended an episode and were "
+                   "not reset; reset them before the next step, e.g. "
+                   "env.reset(options={'reset_mask': terminated | truncated})")
+    if unknown:
+      parts.append(f"call reset() before step(): environments {unknown} have not been reset "
+                   "since they were created or since an error left them in an unknown state")
+    return "; ".join(parts)
+
+  def _reset_selection(self, indices, seed, options):
+    """(indices, seed, options) with Gymnasium's ``options["reset_mask"]`` taken into account."""
+    if options is None or "reset_mask" not in options:
+      return self._check_indices(indices), seed, options
+    if indices is not None:
+      raise ValueError("pass either indices= or options['reset_mask'] to reset(), not both")
+    mask = options.pop("reset_mask")  # popped, as SyncVectorEnv does: wrappers above rely on it
+    if not (isinstance(mask, np.ndarray) and mask.dtype == np.bool_
+            and mask.shape == (self.num_envs,) and mask.any()):
+      raise ValueError(f"options['reset_mask'] must be a numpy bool array of shape "
+                       f"({self.num_envs},) with at least one True, got {mask!r}")
+    chosen = np.flatnonzero(mask).tolist()
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+      seed = list(seed)
+      if len(seed) != self.num_envs:
+        raise ValueError(f"with options['reset_mask'], a seed list has one seed per env "
+                         f"({self.num_envs}), got {len(seed)}")
+      seed = [seed[i] for i in chosen]
+    return chosen, seed, options
 
   def _check_indices(self, indices) -> list[int]:
     if indices is None:
@@ -397,26 +462,32 @@ class BatchEnv(VectorEnv):
 
   def _step_result(self, reports: list[Report], restarted: np.ndarray | None):
     bufs, n = self._bufs, self.num_envs
+    restarted = restarted if restarted is not None and restarted.any() else None
+    if restarted is not None:
+      # In the shared arrays, not in copies: they are the flags NEXT_STEP resets by.
+      bufs.rewards[restarted], bufs.terminated[restarted], bufs.truncated[restarted] = (
+          0.0, False, True)
     obs = self._read_obs()
     rewards, terminated, truncated = (bufs.rewards.copy(), bufs.terminated.copy(),
                                       bufs.truncated.copy())
     infos = collect_infos(reports, n)
     if any(report.ended for report in reports):
       self._add_finals(infos, reports)
-    if restarted is not None and restarted.any():
-      rewards[restarted], terminated[restarted], truncated[restarted] = 0.0, False, True
+    if restarted is not None:
       infos["env_restarted"], infos["_env_restarted"] = restarted, restarted.copy()
     return obs, rewards, terminated, truncated, infos
 
   def _add_finals(self, infos: dict, reports: list[Report]) -> None:
+    """SAME_STEP's final observations and infos, laid out as SyncVectorEnv's: ``final_obs``
+    an object array [N] (None where no episode ended), ``final_info`` vector infos."""
     n, index = self.num_envs, [i for report in reports if report.ended for i in report.ended]
     mask = np.zeros(n, np.bool_)
     mask[index] = True
+    final_obs = np.full(n, None, dtype=object)
     if self._bufs.final_obs is not None:
-      final_obs = np.zeros_like(self._bufs.final_obs)
-      final_obs[index] = self._bufs.final_obs[index]
+      for i in index:  # copies: the shared buffer is overwritten next step
+        final_obs[i] = self._bufs.final_obs[i].copy()
     else:
-      final_obs = np.full(n, None, dtype=object)
       for report in reports:
         for i, obs in (report.loose_final or {}).items():
           final_obs[i] = obs
@@ -488,6 +559,21 @@ def _derived_seeds(seed: int, n: int) -> list[int]:
   """Distinct, reproducible per-env seeds from one seed."""
   return [int(child.generate_state(1, np.uint64)[0])
           for child in np.random.SeedSequence(seed).spawn(n)]
+
+
+_MODE_NAMES = ", ".join(f"AutoresetMode.{m.name} ({m.name!r} or {m.value!r})"
+                        for m in AutoresetMode)
+
+
+def check_autoreset_mode(mode) -> AutoresetMode:
+  """An ``AutoresetMode`` from itself, its name ('NEXT_STEP') or its value ('NextStep')."""
+  if isinstance(mode, AutoresetMode):
+    return mode
+  if isinstance(mode, str):
+    for member in AutoresetMode:
+      if mode in (member.name, member.value):
+        return member
+  raise ValueError(f"autoreset_mode must be one of {_MODE_NAMES}; got {mode!r}")
 
 
 def _check_spin(spin) -> float:

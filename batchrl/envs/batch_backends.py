@@ -15,6 +15,7 @@ import weakref
 from typing import Any, Sequence
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import launch
 from batchrl.envs.batch_group import EMPTY, EnvGroup, Report, serve_group, spin_until_readable
@@ -35,8 +36,9 @@ class LocalBackend:
 
   num_workers = 0
 
-  def __init__(self, constructors: Sequence):
-    self.group = EnvGroup(constructors, range(len(constructors)), slot=0)
+  def __init__(self, constructors: Sequence,
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
+    self.group = EnvGroup(constructors, range(len(constructors)), 0, autoreset_mode)
 
   def start(self) -> list[tuple[int, tuple]]:
     return [(0, self.group.build())]
@@ -106,14 +108,16 @@ class ProcessBackend:
   """
 
   def __init__(self, constructors: Sequence, num_workers: int, context: str, timeout: float,
-               start_timeout: float, spin: float, step_in_parent: bool = False):
+               start_timeout: float, spin: float, step_in_parent: bool = False,
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
     self.num_workers = num_workers
+    self.autoreset_mode = autoreset_mode
     self.parts = _split(len(constructors), num_workers, smallest_first=step_in_parent)
     self.owner = {i: w for w, part in enumerate(self.parts) for i in part}
     self.context, self.timeout, self.start_timeout = context, timeout, start_timeout
     self.spin, self.cpus = spin, _usable_cpus()
-    self.local = EnvGroup([constructors[i] for i in self.parts[0]], self.parts[0], 0) if (
-        step_in_parent) else None
+    self.local = EnvGroup([constructors[i] for i in self.parts[0]], self.parts[0], 0,
+                          autoreset_mode) if step_in_parent else None
     self.remote = list(range(1 if step_in_parent else 0, num_workers))
     # Packed before any worker starts, so that a constructor that cannot be sent fails here.
     self.packed = {w: launch.pack_constructors([constructors[i] for i in self.parts[w]],
@@ -126,7 +130,8 @@ class ProcessBackend:
 
   def _spawn(self, w: int) -> WorkerHandle:
     part = self.parts[w]
-    return WorkerHandle(serve_group, (self.packed[w], part, w, self.spin), context=self.context,
+    args = (self.packed[w], part, w, self.spin, self.autoreset_mode.value)
+    return WorkerHandle(serve_group, args, context=self.context,
                         index=part[0], timeout=self.timeout, start_timeout=self.start_timeout)
 
   def start(self) -> list[tuple[int, tuple]]:

@@ -1,10 +1,10 @@
 """The environments of one worker (or of an in-process BatchEnv), and a worker's command loop.
 
-An ``EnvGroup`` builds, steps, auto-resets (same step), resets and restarts its envs,
-writing their results into the batch arrays (``batch_layout``); what does not fit there
-(infos, which envs ended an episode, errors, observations of non-array spaces) comes back
-as a ``Report``. Exceptions raised by an env are caught and reported with its index, so one
-failing env never hides the results of the others.
+An ``EnvGroup`` builds, steps, auto-resets (as its ``AutoresetMode`` says), resets and
+restarts its envs, writing their results into the batch arrays (``batch_layout``); what does
+not fit there (infos, which envs ended an episode, errors, observations of non-array spaces)
+comes back as a ``Report``. Exceptions raised by an env are caught and reported with its
+index, so one failing env never hides the results of the others.
 
 ``serve_group`` is a worker process's main: build the group, say READY with its spaces,
 then answer commands (STEP on the hot path: a header in, a header out when nothing
@@ -19,6 +19,7 @@ import time
 from typing import Any, NamedTuple, Sequence
 
 import gymnasium as gym
+from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import launch, process
 from batchrl.envs.batch_infos import info_block, info_columns
@@ -46,11 +47,22 @@ class EnvGroup:
 
   Exceptions raised by an env are caught and reported per env index, so one failing env
   never hides the results of the others.
+
+  Auto-reset follows ``gymnasium.vector.SyncVectorEnv`` for each ``AutoresetMode``:
+  SAME_STEP resets an env in the step that ended its episode (final obs and info reported);
+  NEXT_STEP resets it on the following step instead of stepping it (reward 0, flags False,
+  the reset's info); DISABLED never resets (the BatchEnv refuses to step an ended env). The
+  env "ended last step" is read from the shared terminated/truncated arrays, which hold
+  exactly Gymnasium's flags: the last step's, cleared by a reset, set by a restart.
   """
 
-  def __init__(self, constructors: Sequence, indices: Sequence[int], slot: int):
+  def __init__(self, constructors: Sequence, indices: Sequence[int], slot: int,
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
+    self.same_step = autoreset_mode == AutoresetMode.SAME_STEP
+    self.next_step = autoreset_mode == AutoresetMode.NEXT_STEP
     self.constructors = list(constructors)
     self.indices = [int(i) for i in indices]
+    self.pairs = list(enumerate(self.indices))  # (local, env index), in env order
     self.local = {i: j for j, i in enumerate(self.indices)}
     self.slot = slot
     self.envs: list[Any] = [None] * len(self.indices)
@@ -84,9 +96,12 @@ class EnvGroup:
   def step(self, actions: list | None = None) -> Report:
     """Steps every env once (actions from the shared buffer, or ``actions`` in order)."""
     bufs, progress, slot = self.bufs, self.bufs.progress, self.slot
-    buffered, discrete = bufs.actions, self.discrete_actions
-    infos = finals = errors = None
-    for j, i in enumerate(self.indices):
+    buffered, discrete, same_step = bufs.actions, self.discrete_actions, self.same_step
+    pairs, infos, errors = self.pairs, None, None
+    if self.next_step:  # before the loop, so that the default mode's loop pays nothing
+      pairs, infos, errors = self._reset_ended()
+    finals = None
+    for j, i in pairs:
       progress[slot] = i  # lets the parent name the env if this process dies or hangs
       if actions is not None:
         action = actions[j]
@@ -95,7 +110,7 @@ class EnvGroup:
       try:
         env = self.envs[j]
         obs, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
+        if (terminated or truncated) and same_step:
           final_obs, final_info = obs, info
           obs, info = env.reset()
           self._put_final(i, final_obs)
@@ -110,13 +125,37 @@ class EnvGroup:
       if info:
         infos = infos or []
         infos.append((i, info))
+    if pairs is not self.pairs:  # resets came first: info columns want env order
+      infos, errors = _in_env_order(infos), _in_env_order(errors)
     return self._report(infos, finals, errors)
+
+  def _reset_ended(self) -> tuple[list, list | None, list | None]:
+    """NEXT_STEP: envs whose last step ended an episode are reset instead of stepped (their
+    action ignored; reward 0, flags False, the reset's obs and info), as in SyncVectorEnv.
+
+    Returns the (local, env index) pairs left to step, and the resets' infos and errors.
+    """
+    bufs = self.bufs
+    ended = (bufs.terminated[self.indices] | bufs.truncated[self.indices]).tolist()
+    if not any(ended):
+      return self.pairs, None, None
+    reset = [i for i, done in zip(self.indices, ended) if done]
+    infos, errors = self._reset_envs([(i, None) for i in reset], None)
+    bufs.rewards[reset] = 0.0
+    return [pair for pair, done in zip(self.pairs, ended) if not done], infos, errors
 
   def reset(self, targets: Sequence[tuple[int, int | None]], options: dict | None) -> Report:
     """Resets the envs in ``targets`` ((env index, seed) pairs)."""
+    infos, errors = self._reset_envs(targets, options)
+    return self._report(infos, None, errors)
+
+  def _reset_envs(self, targets, options) -> tuple[list | None, list | None]:
+    """Resets envs, writing their observations; returns their (infos, errors)."""
     infos = errors = None
+    bufs = self.bufs
     for i, seed in targets:
-      self.bufs.progress[self.slot] = i
+      bufs.progress[self.slot] = i
+      bufs.terminated[i] = bufs.truncated[i] = False  # a reset env owes no auto-reset
       try:
         obs, info = self.envs[self.local[i]].reset(seed=seed, options=options)
         self._put_obs(i, obs)
@@ -127,7 +166,7 @@ class EnvGroup:
       if info:
         infos = infos or []
         infos.append((i, info))
-    return self._report(infos, None, errors)
+    return infos, errors
 
   def restart(self, i: int, seed: int | None) -> Report:
     """Replaces env ``i`` with a freshly constructed one and resets it."""
@@ -193,6 +232,10 @@ class EnvGroup:
       self.keepalive = None
 
 
+def _in_env_order(pairs: list | None) -> list | None:
+  return None if pairs is None else sorted(pairs, key=lambda pair: pair[0])
+
+
 def space_mismatch(i, spaces, first, expected) -> str:
   return (f"environment {i} has observation/action spaces {spaces[0]} / {spaces[1]}, but "
           f"environment {first} has {expected[0]} / {expected[1]}; all environments of a "
@@ -230,12 +273,14 @@ def spin_until_readable(poller, seconds: float) -> bool:
   return True
 
 
-def serve_group(conn, packed: bytes, indices: list[int], slot: int, spin: float = 0.0) -> None:
+def serve_group(conn, packed: bytes, indices: list[int], slot: int, spin: float = 0.0,
+                autoreset_mode: str = AutoresetMode.SAME_STEP.value) -> None:
   """Worker main: build the envs, report their spaces, then answer commands until CLOSE.
 
-  ``packed``: the constructors of envs ``indices`` (``launch.pack_constructors``).
+  ``packed``: the constructors of envs ``indices`` (``launch.pack_constructors``);
+  ``autoreset_mode``: an ``AutoresetMode`` value ('SameStep', 'NextStep', 'Disabled').
   """
-  group = EnvGroup([], indices, slot)
+  group = EnvGroup([], indices, slot, AutoresetMode(autoreset_mode))
   try:
     group.constructors = pickle.loads(packed)  # may need modules this worker cannot import
     spaces = group.build()

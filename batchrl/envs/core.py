@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from batchrl.envs import ale
 from batchrl.errors import UserInputError, missing_extra
 from batchrl.specs import from_space, to_space, validate_spec
 
@@ -203,12 +204,18 @@ def make_gym(env_id: str, **kwargs) -> gym.Env:
   closest registered ids."""
   if not isinstance(env_id, str):
     raise TypeError(f"env_id must be a string such as 'CartPole-v1', got {env_id!r}")
+  ale.ensure_registered(env_id)  # Atari ids need ale-py's registration (batchrl[atari])
   try:
     return gym.make(env_id, **kwargs)
   except _UNKNOWN_ID_ERRORS as error:
     raise UserInputError(_unknown_id_message(env_id, error)) from error
   except gym.error.DependencyNotInstalled as error:
     raise _missing_dependency(env_id, error) from error
+  except (RuntimeError, OSError) as error:
+    rom = ale.rom_error(env_id, error) if ale.looks_like_atari(env_id) else None
+    if rom is None:
+      raise
+    raise rom from error
 
 
 def _missing_dependency(env_id: str, error: Exception) -> UserInputError:

@@ -75,6 +75,16 @@ def _put_rows(batch, rows: dict[int, Any]):
   return batch
 
 
+def _check_autoreset(batch_env) -> None:
+  """The in-graph step reads ``final_obs`` after an automatic reset in the same step: a batch
+  env in another auto-reset mode would hand it wrong transitions without an error."""
+  mode = getattr(batch_env, "metadata", {}).get("autoreset_mode")
+  name = getattr(mode, "name", mode)
+  if mode is not None and name not in ("SAME_STEP", "SameStep"):
+    raise ValueError(f"InGraphBatchEnv needs a batch env with autoreset_mode=SAME_STEP (final "
+                     f"observations in the step that ends an episode); got {name}.")
+
+
 @dataclasses.dataclass(eq=False)
 class InGraphBatchEnv:
   """Wraps a host batch env (``BatchEnv``) as a batched in-graph env.
@@ -86,6 +96,7 @@ class InGraphBatchEnv:
   batch_env: Any
 
   def __post_init__(self):
+    _check_autoreset(self.batch_env)
     _check_space(self.single_observation_space, "observation", allow_dict=True)
     _check_space(self.single_action_space, "action")
     b = self.num_envs
