@@ -74,7 +74,8 @@ def cold_process(config: str, overrides: list[str] = ()) -> dict:
   """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache.
 
   Returns ``wall_s`` (process creation to exit), ``cpu_s`` (its user + system time),
-  ``steps``, ``final_return`` and ``evals`` (``[(step, mean return), ...]``).
+  ``steps``, ``final_return``, ``evals`` (``[(step, mean return), ...]``) and ``records``
+  (every ``metrics.jsonl`` record, for where the time went).
   """
   with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, BATCHRL_CACHE_DIR=os.path.join(tmp, "xla"))
@@ -97,7 +98,7 @@ def cold_process(config: str, overrides: list[str] = ()) -> dict:
   if not evals:
     raise RuntimeError(f"{' '.join(cmd)} wrote no evaluation to metrics.jsonl")
   return {"wall_s": wall, "cpu_s": cpu, "steps": evals[-1][0], "final_return": evals[-1][1],
-          "evals": evals}
+          "evals": evals, "records": records}
 
 
 def _children_cpu() -> float:

@@ -221,6 +221,42 @@ def test_replay_agent_streams_rounds_with_bounded_lag(ray_session, tmp_path):
 
 
 @pytest.mark.slow
+def test_replay_actor_critic_agent_streams_rounds_with_bounded_lag(ray_session, tmp_path):
+  """TD3 (8-unit networks) on host Pendulum over 2 runners: rounds of 4 iterations, each
+  collected with the parameters from before the previous round's updates, as DQN's."""
+  exp = configs.apply_overrides(configs.get("td3_pendulum"), [
+      "run.num_envs=4", "run.report_every=64", "actor_layers=[8]", "critic_layers=[8]",
+      "batch_size=8", "memory_capacity=256", "first_update=16", "repeat_update=1"])
+  trainer = make_trainer(tmp_path, exp, refresh_every=4)
+  try:
+    assert (trainer.rounds_of, trainer.agent.period, trainer.agent.on_policy) == (4, 1, False)
+    metrics = trainer.train_phase(16)  # 4 rounds of 4 iterations x 4 envs
+    assert metrics["param_lag"] == pytest.approx(4 * 3 / 4)
+    assert metrics["memory_size"] == 64  # every collected step reached the memory
+    assert metrics["learning"] > 0 and np.isfinite(metrics["critic_loss"])
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
+def test_on_policy_actor_critic_agent_waits_for_every_runner(ray_session, tmp_path):
+  """A2C on host CartPole over 2 runners: one iteration per round, every update on the
+  batch of all 4 envs collected with the current parameters (lag 0), as a local run."""
+  exp = configs.apply_overrides(configs.get("a2c_cartpole"), [
+      "run.num_envs=4", "run.report_every=20", "policy_layers=[8]", "baseline_layers=[8]"])
+  trainer = make_trainer(tmp_path, exp)
+  try:
+    assert trainer.rounds_of == 1 and trainer.agent.on_policy
+    before = jax.tree.leaves(trainer.sim.agent_state.params)
+    metrics = trainer.train_phase(4)
+    assert metrics["param_lag"] == 0
+    after = jax.tree.leaves(trainer.sim.agent_state.params)
+    assert any(not np.array_equal(a, b) for a, b in zip(before, after))
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
 def test_too_many_failures_stop_the_run_with_a_clear_error(ray_session, tmp_path):
   # every runner process dies after 3000 env steps (750 steps of its 4 envs)
   exp = tiny("tests.mock_envs:CrashingPendulum-v0", num_envs=8)

@@ -12,8 +12,17 @@ from batchrl.cli import main
 TINY_RUN = ["run.num_workers=0", "run.eval_steps=5", "run.steps=1", "run.report_every=1"]
 
 
+# Atari configs: a Nature CNN on 84x84x4 frames; a short rollout and a small replay memory
+# (dqn_atari's own holds 11 GB of frames) keep one iteration cheap on a CPU.
+TINY_ATARI = {"ppo_atari": ["run.num_envs=2", "rollout_length=8", "batch_size=8"],
+              "dqn_atari": ["run.num_envs=2", "memory_capacity=256"]}
+
+
 def _tiny(exp):
   """Two envs unless the config's minibatch size is tied to its number of envs."""
+  if exp.name in TINY_ATARI:
+    pytest.importorskip("ale_py")
+    return configs.apply_overrides(exp, TINY_RUN + TINY_ATARI[exp.name])
   tied = getattr(exp.config, "batch_size", None) is not None
   return configs.apply_overrides(exp, TINY_RUN + ([] if tied else ["run.num_envs=2"]))
 

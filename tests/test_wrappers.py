@@ -190,6 +190,15 @@ def test_clip_action():
     ClipAction(CounterEnv(action_space=spaces.Discrete(2)))
 
 
+def test_clip_action_can_advertise_the_real_bounds_and_still_clips():
+  inner = CounterEnv(action_space=spaces.Box(-2.0, 2.0, (2,), np.float32))
+  env = ClipAction(inner, advertise_bounds=True)
+  assert env.action_space == inner.action_space
+  env.reset()
+  env.step(np.array([5.0, -0.5]))
+  np.testing.assert_array_equal(inner.actions[0], [2.0, -0.5])
+
+
 @pytest.mark.parametrize("duration", DURATIONS)
 def test_limit_duration_truncates_and_keeps_termination(duration):
   env = LimitDuration(CounterEnv(duration), 2)
@@ -327,7 +336,11 @@ def test_batch_ppo_stack_pendulum():
   assert names[:5] == ["CacheSpaces", "ConvertTo32Bit", "ClipAction", "RangeNormalize",
                        "LimitDuration"]
   assert env.observation_space == spaces.Box(-1.0, 1.0, (3,), np.float32)
-  assert np.isinf(env.action_space.high).all()
+  # the real (normalized) bounds, which DDPG, TD3 and SAC need; without RangeNormalize the
+  # env's own torque range
+  assert env.action_space == spaces.Box(-1.0, 1.0, (1,), np.float32)
+  raw = batch_ppo_stack("Pendulum-v1", max_length=4, normalize_ranges=False)
+  assert raw.action_space == spaces.Box(-2.0, 2.0, (1,), np.float32)
   env.reset(seed=0)
   results = run(env, 4, action=np.array([0.3], np.float32))
   assert [truncated for *_, truncated, _ in results] == [False, False, False, True]

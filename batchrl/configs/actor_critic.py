@@ -3,29 +3,36 @@
 
 Named configs for ``batchrl train``:
 
-======================  =========  =========================================================
-name                    backend    what
-======================  =========  =========================================================
-``ddpg_pendulum``       gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: DDPG
-``td3_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TD3
-``sac_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SAC
-``td3_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: TD3
-``sac_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: SAC
-======================  =========  =========================================================
+=======================  =========  ========================================================
+name                     backend    what
+=======================  =========  ========================================================
+``ddpg_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: DDPG
+``td3_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TD3
+``sac_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SAC
+``ddpg_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: DDPG
+``td3_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: TD3
+``sac_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: SAC
+``sac_cartpole``         gymnasium  CartPole-v1, 4 envs in this process, 50k steps: discrete
+                                    SAC (2x64 MLPs, batch 128)
+``sac_cartpole_fused``   gymnax     CartPole-v1, 4 envs, 50k steps, one compiled program:
+                                    discrete SAC (2x64 MLPs, batch 128)
+``sac_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
+``td3_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TD3
+=======================  =========  ========================================================
 
-All of them take one gradient step per environment step (``repeat_update=4`` per store of 4
-envs) with 2x256 MLPs and batch 256. Measured figures are in each factory's docstring.
+All of them take one gradient step per environment step (the Pendulum ones
+``repeat_update=4`` per store of 4 envs) with 2x256 MLPs and batch 256. Measured figures are
+in each factory's docstring. Their actions need no ``action_bounds``: the gymnasium stack
+reports its real bounds.
 """
 from __future__ import annotations
 
 from batchrl.agents.ddpg.presets import pendulum_ddpg
-from batchrl.agents.sac.presets import pendulum_sac
-from batchrl.agents.td3.presets import pendulum_td3
+from batchrl.agents.sac.presets import cartpole_sac, mujoco_sac, pendulum_sac
+from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
 from batchrl.configs.run import Experiment, RunConfig
 
 _PER_STEP = dict(update_frequency=1, repeat_update=4)  # 4 envs: one gradient step per step
-# the gymnasium stack advertises unbounded actions and clips them to [-1, 1] itself
-_HOST = dict(_PER_STEP, action_bounds=(-1.0, 1.0))
 
 
 def _host(steps: int) -> RunConfig:
@@ -47,7 +54,7 @@ def ddpg_pendulum():
   -1461 at 2k, -867 at 4k, -154 at 6k, best -64 at 12k, -205 at 20k (evaluations start
   from the same states each time, so their level moves with those states); 58 s whole run
   on 2 shared CPU cores."""
-  return Experiment("ddpg_pendulum", _host(20_000), pendulum_ddpg(**_HOST), agent="ddpg")
+  return Experiment("ddpg_pendulum", _host(20_000), pendulum_ddpg(**_PER_STEP), agent="ddpg")
 
 
 def td3_pendulum():
@@ -56,7 +63,7 @@ def td3_pendulum():
   Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
   -1630 at 2k, -525 at 6k, -243 at 8k, -121 at 10k, best -61 at 12k, -206 at 20k; 93 s
   whole run on 2 shared CPU cores (another run beside it)."""
-  return Experiment("td3_pendulum", _host(20_000), pendulum_td3(**_HOST), agent="td3")
+  return Experiment("td3_pendulum", _host(20_000), pendulum_td3(**_PER_STEP), agent="td3")
 
 
 def sac_pendulum():
@@ -65,7 +72,18 @@ def sac_pendulum():
   Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
   -1378 at 2k, -218 at 4k, -152 at 6k, -119 at 10k, best -60 at 12k, -202 at 20k; 102 s
   whole run on 2 shared CPU cores (another run beside it)."""
-  return Experiment("sac_pendulum", _host(20_000), pendulum_sac(**_HOST), agent="sac")
+  return Experiment("sac_pendulum", _host(20_000), pendulum_sac(**_PER_STEP), agent="sac")
+
+
+def ddpg_pendulum_fused():
+  """gymnax Pendulum-v1, DDPG, 20k steps; the run is one compiled program.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 1k steps):
+  -1624 at 1k, -771 at 3k, -249 at 4k, -94 at 8k, then between -565 and -103 (mostly -100
+  to -200) up to 19k, best -91 at 20k; 212 s whole run, compilation included, on 2 CPU
+  cores shared with 5 other jobs (load average 8)."""
+  return Experiment("ddpg_pendulum_fused", _fused(20_000), pendulum_ddpg(**_PER_STEP),
+                    agent="ddpg")
 
 
 def td3_pendulum_fused():
@@ -89,10 +107,86 @@ def sac_pendulum_fused():
                     agent="sac")
 
 
+def sac_cartpole():
+  """Gymnasium CartPole-v1, discrete SAC (``batchrl.agents.sac.presets.cartpole_sac``),
+  50k steps.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2.5k steps):
+  220 at 2.5k, 187-305 up to 25k, 417 at 30k, 500 at every evaluation from 32.5k to 50k
+  (the target, >= 475 within 50k, met at 32.5k); alpha settles near 1.0-1.4 at an entropy
+  of 0.47-0.49 nats (the target 0.7 log 2 = 0.485); 162 s whole run on 2 shared CPU cores
+  (load about 10: other runs beside it)."""
+  run = RunConfig(env="CartPole-v1", backend="gymnasium", num_envs=4, num_workers=0,
+                  max_length=500, normalize_ranges=False, steps=50_000, report_every=2_500,
+                  eval_every=2_500, eval_steps=500, checkpoint_every=25_000)
+  return Experiment("sac_cartpole", run, cartpole_sac(**_PER_STEP), agent="sac")
+
+
+def sac_cartpole_fused():
+  """gymnax CartPole-v1, discrete SAC, 50k steps; the run is one compiled program.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2.5k steps):
+  202 at 2.5k, 323 at 5k, 422 at 7.5k, 500 at 15k, 406 at 20k, 500 at every evaluation
+  from 22.5k to 50k; 132 s whole run, compilation included, on 2 shared CPU cores (other
+  runs beside it). 4 seeds vmapped (``--seeds 4``): best 500 for each seed, all four 500 at
+  every evaluation from 35k to 50k (257 s)."""
+  run = RunConfig(env="CartPole-v1", backend="gymnax", num_envs=4, num_workers=0,
+                  steps=50_000, report_every=2_500, eval_every=2_500, eval_steps=500,
+                  checkpoint_every=25_000)
+  return Experiment("sac_cartpole_fused", run, cartpole_sac(**_PER_STEP), agent="sac")
+
+
+def _mujoco(env: str, steps: int) -> RunConfig:
+  """One MuJoCo env stepped in this process, as the published runs (CleanRL, rl-zoo)."""
+  return RunConfig(env=env, backend="gymnasium", num_envs=1, num_workers=0, max_length=1000,
+                   steps=steps, report_every=5_000, eval_every=50_000, eval_steps=1000,
+                   checkpoint_every=100_000)
+
+
+def sac_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """SAC on a MuJoCo task (HalfCheetah-v5; any other with ``--set env=Hopper-v5``) with the
+  values the published SAC implementations share (``batchrl.agents.sac.presets.mujoco_sac``),
+  1M steps of 1 env, one gradient step per env step from 5k steps on, a greedy evaluation
+  episode every 50k steps.
+
+  Published (CleanRL's SAC on v4 at 1M): HalfCheetah 9635, Hopper 2310, Walker2d 3591. Not
+  yet run to 1M here. Smoke run (seed 0, ``--set steps=10000``, HalfCheetah-v5, 2 CPU cores
+  under load average 8-11): 75 steps/s for the first 5k steps (compilation included, no
+  learning), 15 steps/s learning; greedy evaluation -73 at 10k; a 162 MB checkpoint (the 1M
+  memory) at the end; 7.4 min whole run. At that rate 1M steps take about 18 h: run it on
+  an idle machine or a GPU."""
+  return Experiment("sac_mujoco", _mujoco(env, steps), mujoco_sac(), agent="sac")
+
+
+def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """TD3 on a MuJoCo task (HalfCheetah-v5; any other with ``--set env=Hopper-v5``) with the
+  values the published TD3 implementations share (``batchrl.agents.td3.presets.mujoco_td3``),
+  1M steps of 1 env, one gradient step per env step from 25k steps on, a greedy evaluation
+  episode every 50k steps.
+
+  Published (CleanRL's TD3 on v4 at 1M): HalfCheetah about 9000-10000. One difference
+  remains: before learning starts they act uniformly at random, where this acts with the
+  untrained actor plus its exploration noise (the same holds for ``sac_mujoco``, whose
+  untrained policy is near uniform already). Not yet run to 1M here. Smoke run (seed 0,
+  ``--set steps=10000 --set first_update=5000``, HalfCheetah-v5, 2 CPU cores under load
+  average 8-11): 132 steps/s for the first 5k steps (compilation included), 28 steps/s
+  learning (the actor steps on every second gradient step); a 162 MB checkpoint at the
+  end; 4.8 min whole run."""
+  return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
+
+
 NAMED = {
     "ddpg_pendulum": (ddpg_pendulum, "Pendulum-v1 (gymnasium), DDPG (20k steps)"),
     "td3_pendulum": (td3_pendulum, "Pendulum-v1 (gymnasium), TD3 (20k steps)"),
     "sac_pendulum": (sac_pendulum, "Pendulum-v1 (gymnasium), SAC (20k steps)"),
+    "ddpg_pendulum_fused": (ddpg_pendulum_fused, "Pendulum-v1 in gymnax, DDPG (20k steps)"),
     "td3_pendulum_fused": (td3_pendulum_fused, "Pendulum-v1 in gymnax, TD3 (20k steps)"),
     "sac_pendulum_fused": (sac_pendulum_fused, "Pendulum-v1 in gymnax, SAC (10k steps)"),
+    "sac_cartpole": (sac_cartpole, "CartPole-v1 (gymnasium), discrete SAC (50k steps)"),
+    "sac_cartpole_fused": (sac_cartpole_fused, "CartPole-v1 in gymnax, discrete SAC (50k "
+                           "steps)"),
+    "sac_mujoco": (sac_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), SAC with the "
+                   "published values (1M steps)"),
+    "td3_mujoco": (td3_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TD3 with the "
+                   "published values (1M steps)"),
 }

@@ -6,11 +6,12 @@ It is a ``batchrl.train.trainer.Trainer``, as the local ``LocalTrainer`` is, so 
 One *round* is K iterations (``RayOptions.rounds_of``): the learner puts the shared leaves
 in Ray's object store once, each runner collects K·period steps of its M envs and returns
 them as numpy arrays, and the learner runs K iterations of stores + update on the
-concatenated ``[K, period, N·M]`` batch. On-policy agents (PPO, VPG, TRPO) use K = 1 and wait
-for every runner, so each update sees exactly the batch a local run with N×M envs makes,
-collected with the current parameters (``param_lag`` 0). Replay agents (DQN, NAF, DQFD)
-overlap: runners collect round r+1 with the parameters from before round r's updates while
-the learner learns on round r, so their experience is up to K updates old.
+concatenated ``[K, period, N·M]`` batch. On-policy agents (PPO, VPG, TRPO, A2C) use K = 1
+and wait for every runner, so each update sees exactly the batch a local run with N×M envs
+makes, collected with the current parameters (``param_lag`` 0). Replay agents (DQN, NAF,
+DQFD, DDPG, TD3, SAC) overlap: runners collect round r+1 with the parameters from before
+round r's updates while the learner learns on round r, so their experience is up to K
+updates old.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
-from batchrl.train.build import build_model, make_host_env
+from batchrl.train.build import agent_spaces, build_model
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -67,9 +68,7 @@ class DistributedTrainer:
     self.agent = build_model(exp)
     if self.agent.period is None:
       raise ConfigError(f"agent {exp.agent!r} has no fixed update period; --ray needs one.")
-    probe = make_host_env(exp.run.env, exp.run.max_length, exp.run.normalize_ranges)
-    self.spec = EnvSpec(probe.observation_space, probe.action_space, exp.run.num_envs)
-    probe.close()
+    self.spec = EnvSpec(*agent_spaces(exp.run), exp.run.num_envs)  # after preprocessing
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self.rounds_of = _round_size(options, self.agent, self.plan["report"])

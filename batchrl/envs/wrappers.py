@@ -12,7 +12,7 @@ RandomStart(k)         after reset takes 0..k seeded random actions (resets agai
 FrameHistory(idx)      frames at offsets ``idx`` into the past, stacked (or concatenated)
 FrameDelta             ``obs - previous obs``; the first observation raw
 RangeNormalize         finite Box observations -> [-1, 1]; actions in [-1, 1] -> real range
-ClipAction             advertises an unbounded Box and clips actions to the real bounds
+ClipAction             clips actions to the real bounds; advertises an unbounded Box (or them)
 LimitDuration(n)       truncated after n steps; refuses ``step()`` before ``reset()``
 ConvertTo32Bit         float64 -> float32, int64 -> int32 observations, float32 rewards
 CacheSpaces            reads the spaces once (cheap access through process wrappers)
@@ -285,14 +285,21 @@ def _unit_box(space: spaces.Box, mask: np.ndarray) -> spaces.Box:
 
 
 class ClipAction(Wrapper):
-  """Advertises an unbounded Box action space and clips actions to the real bounds, so an
-  agent's Gaussian samples never leave the env's range."""
+  """Clips actions to the real bounds, so an agent's Gaussian samples never leave the env's
+  range.
 
-  def __init__(self, env: gym.Env):
+  By default it advertises an unbounded Box (BatchPPO's and Gymnasium's ClipAction: any value
+  may be sent). ``advertise_bounds=True`` advertises the wrapped env's own Box instead, so
+  agents that need bounds (tanh actors, Beta policies, NAF's squashed mean) find them; values
+  outside them are still taken and clipped.
+  """
+
+  def __init__(self, env: gym.Env, advertise_bounds: bool = False):
     super().__init__(env)
     _require_box(env.action_space, "ClipAction", "action")
     space = env.action_space
-    self.action_space = spaces.Box(-np.inf, np.inf, space.shape, dtype=space.dtype)
+    if not advertise_bounds:
+      self.action_space = spaces.Box(-np.inf, np.inf, space.shape, dtype=space.dtype)
 
   def step(self, action):
     space = self.env.action_space
@@ -460,6 +467,11 @@ def batch_ppo_stack(env: gym.Env | str, max_length: int | None,
   then ``ClipAction`` (other actions: observations only are normalized) ->
   ``ConvertTo32Bit`` -> ``CacheSpaces``. ``env`` is an env or a registered id; an env's own
   ``TimeLimit`` stays in place, whichever limit is shorter ends the episode.
+
+  Unlike the original's, the stack advertises its real action bounds (``[-1, 1]`` where
+  ``RangeNormalize`` mapped them, the env's own elsewhere): DDPG, TD3 and SAC need bounds,
+  and the policy-gradient agents clip their samples to them (``clip_actions``) exactly as
+  ``ClipAction`` would, so what reaches the env is the same.
   """
   if isinstance(env, str):
     env = make_gym(env)
@@ -468,7 +480,7 @@ def batch_ppo_stack(env: gym.Env | str, max_length: int | None,
   if isinstance(env.action_space, spaces.Box):
     if normalize_ranges:
       env = RangeNormalize(env)
-    env = ClipAction(env)
+    env = ClipAction(env, advertise_bounds=True)
   elif normalize_ranges:
     env = RangeNormalize(env, action=False)
   env = ConvertTo32Bit(env)

@@ -1,12 +1,13 @@
-"""One rejax training run (PPO or DQN on a gymnax env) with its published settings.
+"""One rejax training run (PPO, DQN or SAC on a gymnax env) with its published settings.
 
 Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
 
     benchmarks/.peers-venv/bin/python benchmarks/peers/rejax_train.py --algo ppo
     benchmarks/.peers-venv/bin/python benchmarks/peers/rejax_train.py --algo dqn --steps 5000
+    benchmarks/.peers-venv/bin/python benchmarks/peers/rejax_train.py --algo sac --env Pendulum-v1
 
 Hyperparameters are rejax's own, from its repository's ``configs/gymnax/*.yaml`` (copied
-below as data). The one change: its configs evaluate every 1-2.5k steps with 128
+below as data). The one change: its configs evaluate every 100-2.5k steps with 128
 stochastic episodes; here evaluation runs every ``--eval-every`` steps (default steps/10,
 rounded to whole training iterations) with ``--episodes`` greedy (deterministic) episodes
 through rejax's own ``evaluate``, inside the same compiled program, as rejax does.
@@ -39,13 +40,25 @@ CONFIGS = {
         learning_rate=0.001, num_epochs=5, total_timesteps=100_000, polyak=0.98,
         eps_start=1, eps_end=0.05, exploration_fraction=0.5, gamma=0.99, ddqn=True,
         normalize_observations=False),
+    # pendulum.yaml's sac entry (its eval_freq of 100 aside: see the module docstring);
+    # hidden layers are rejax's default, 64x64.
+    ("sac", "Pendulum-v1"): dict(
+        agent_kwargs=dict(activation="swish"), num_envs=1, buffer_size=10_000,
+        fill_buffer=256, batch_size=256, learning_rate=0.01, num_epochs=1,
+        total_timesteps=10_000, gamma=0.99, polyak=0.98, target_entropy_ratio=None,
+        normalize_observations=True),
 }
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0}
 
 
 def greedy_act(algo, ts):
-  """act(obs, rng) -> the most likely action (argmax Q, or the policy's mode)."""
+  """act(obs, rng) -> the most likely action (argmax Q, or the policy's mode; for SAC's
+  squashed Gaussian, the tanh of the Gaussian's mean, scaled to the action range)."""
   import jax.numpy as jnp
+  from rejax.networks import SquashedGaussianPolicy
+
+  def squashed_mode(m, o):
+    return m.action_loc + jnp.tanh(m._action_dist(o).mode()) * m.action_scale
 
   def act(obs, rng):
     del rng
@@ -53,8 +66,9 @@ def greedy_act(algo, ts):
       obs = algo.normalize_obs(ts.obs_rms_state, obs)
     obs = jnp.expand_dims(obs, 0)
     if hasattr(algo, "actor"):
-      action = algo.actor.apply(ts.actor_ts.params, obs,
-                                method=lambda m, o: m._action_dist(o).mode())
+      squashed = isinstance(algo.actor, SquashedGaussianPolicy)
+      action = algo.actor.apply(ts.actor_ts.params, obs, method=squashed_mode if squashed
+                                else lambda m, o: m._action_dist(o).mode())
       if not algo.discrete:
         space = algo.action_space
         action = jnp.clip(action, space.low, space.high)
@@ -79,7 +93,7 @@ def make_eval_callback(episodes: int):
 
 def main() -> None:
   p = _common.parser(__doc__.splitlines()[0], steps=0, episodes=128, target=float("nan"))
-  p.add_argument("--algo", choices=("ppo", "dqn"), default="ppo")
+  p.add_argument("--algo", choices=sorted({algo for algo, _ in CONFIGS}), default="ppo")
   p.add_argument("--env", choices=("CartPole-v1", "Pendulum-v1"), default="CartPole-v1")
   args = p.parse_args()
   key = (args.algo, args.env)

@@ -26,6 +26,11 @@ Peers (name: script and fixed arguments; defaults are the peer's published setti
     sb3_dqn_cartpole     sb3_train.py --algo dqn --env CartPole-v1     (rl-zoo, 50k)
     trpo_cartpole        sb3_train.py --algo trpo --env CartPole-v1    (sb3-contrib, rl-zoo, 100k)
     trpo_halfcheetah     sb3_train.py --algo trpo --env HalfCheetah-v5 (sb3-contrib, rl-zoo, 1M)
+    sb3_sac_pendulum     sb3_train.py --algo sac --env Pendulum-v1     (rl-zoo, 20k)
+    sb3_td3_pendulum     sb3_train.py --algo td3 --env Pendulum-v1     (rl-zoo, 20k)
+    sb3_ddpg_pendulum    sb3_train.py --algo ddpg --env Pendulum-v1    (rl-zoo, 20k)
+    sb3_a2c_cartpole     sb3_train.py --algo a2c --env CartPole-v1     (rl-zoo, 8 envs, 500k)
+    rejax_sac_pendulum   rejax_train.py --algo sac --env Pendulum-v1   (rejax config, 10k)
 
 Every script takes ``--steps N --seed S --episodes E --eval-every K --target T`` (run_peer
 passes them as ``steps=``, ``seed=``, ``episodes=``, ``eval_every=``, ``target=``) and
@@ -74,6 +79,11 @@ PEERS = {
     "sb3_dqn_cartpole": ("sb3_train.py", ["--algo", "dqn", "--env", "CartPole-v1"]),
     "trpo_cartpole": ("sb3_train.py", ["--algo", "trpo", "--env", "CartPole-v1"]),
     "trpo_halfcheetah": ("sb3_train.py", ["--algo", "trpo", "--env", "HalfCheetah-v5"]),
+    "sb3_sac_pendulum": ("sb3_train.py", ["--algo", "sac", "--env", "Pendulum-v1"]),
+    "sb3_td3_pendulum": ("sb3_train.py", ["--algo", "td3", "--env", "Pendulum-v1"]),
+    "sb3_ddpg_pendulum": ("sb3_train.py", ["--algo", "ddpg", "--env", "Pendulum-v1"]),
+    "sb3_a2c_cartpole": ("sb3_train.py", ["--algo", "a2c", "--env", "CartPole-v1"]),
+    "rejax_sac_pendulum": ("rejax_train.py", ["--algo", "sac", "--env", "Pendulum-v1"]),
 }
 OPTIONS = ("steps", "seed", "episodes", "eval_every", "target")
 
@@ -88,6 +98,10 @@ RECORDED = {
     "sb3_dqn_cartpole": dict(steps=50_000, final_return=500.0, published=True),
     "trpo_cartpole": dict(steps=100_000, final_return=500.0, published=True),
     "trpo_halfcheetah": dict(steps=1_000_000, final_return=1785.0, published=True),
+    # peers.md, measured 2026-11-25 under load (whole process for SB3, compile + run for rejax)
+    "sb3_sac_pendulum": dict(steps=20_000, total_s=554.0, final_return=-141.0),
+    "rejax_sac_pendulum": dict(steps=10_000, compile_s=18.0, train_s=19.0, total_s=37.0,
+                               final_return=-151.0),
 }
 
 

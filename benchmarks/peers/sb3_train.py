@@ -6,8 +6,10 @@ Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
     benchmarks/.peers-venv/bin/python benchmarks/peers/sb3_train.py --algo trpo \\
         --env HalfCheetah-v5 --steps 20000
 
-Hyperparameters are rl-zoo's ``hyperparams/{ppo,dqn,trpo}.yml`` entries (copied below as
-data; the HalfCheetah-v4 entry is used for v5). Envs are built as rl-zoo builds them:
+Hyperparameters are rl-zoo's ``hyperparams/{ppo,dqn,trpo,sac,td3,ddpg,a2c}.yml`` entries
+(copied below as data; the HalfCheetah-v4 entry is used for v5). SAC, TD3 and DDPG are the
+off-policy rows of issue 17 (``benchmarks/actor_critic.py``); A2C runs 200k steps there
+(rl-zoo's entry says 500k). Envs are built as rl-zoo builds them:
 ``make_vec_env`` (DummyVecEnv, Monitor) and, where the entry says ``normalize``,
 ``VecNormalize`` with the entry's gamma. Evaluation: SB3's ``evaluate_policy``,
 deterministic, ``--episodes`` episodes on a separate env (normalization statistics synced
@@ -21,8 +23,16 @@ import time
 
 import _common
 
-# rl-baselines3-zoo hyperparams: n_envs, n_timesteps and normalize are for the runner;
-# the rest go to the model. "lin_X" schedules are written as ("lin", X).
+# rl-baselines3-zoo hyperparams: n_envs, n_timesteps and normalize are for the runner,
+# noise_type and noise_std make the action noise; the rest go to the model. "lin_X"
+# schedules are written as ("lin", X).
+# td3.yml and ddpg.yml share one Pendulum entry (written for Pendulum-v0 in those files; the
+# same values are published with the rl-zoo model card sb3/td3-Pendulum-v1): no learning
+# for the first 10k of the 20k steps, then 200 gradient steps at each episode's end.
+PENDULUM_DPG = dict(
+    n_envs=1, n_timesteps=20_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000,
+    noise_type="normal", noise_std=0.1, gradient_steps=-1, train_freq=(1, "episode"),
+    learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300]))
 ZOO = {
     ("ppo", "Pendulum-v1"): dict(
         n_envs=4, n_timesteps=100_000, n_steps=1024, gae_lambda=0.95, gamma=0.9,
@@ -40,13 +50,22 @@ ZOO = {
     ("trpo", "CartPole-v1"): dict(
         n_envs=2, n_timesteps=100_000, n_steps=512, batch_size=512, cg_damping=1e-3,
         gae_lambda=0.98, gamma=0.99, learning_rate=1e-3, n_critic_updates=20),
+    # sac.yml Pendulum-v1: n_timesteps 20000, learning_rate 1e-3; the rest SB3's SAC defaults
+    # (buffer 1e6, learning_starts 100, batch 256, tau 0.005, gamma 0.99, train_freq 1,
+    # gradient_steps 1, ent_coef auto, net 256x256).
+    ("sac", "Pendulum-v1"): dict(n_envs=1, n_timesteps=20_000, learning_rate=1e-3),
+    ("td3", "Pendulum-v1"): PENDULUM_DPG,
+    ("ddpg", "Pendulum-v1"): PENDULUM_DPG,
+    # a2c.yml CartPole-v1: 8 envs, ent_coef 0, 5e5 steps; the rest SB3's A2C defaults
+    # (n_steps 5, RMSprop lr 7e-4, gamma 0.99, vf_coef 0.5, max_grad_norm 0.5).
+    ("a2c", "CartPole-v1"): dict(n_envs=8, n_timesteps=500_000, ent_coef=0.0),
     ("trpo", "HalfCheetah-v5"): dict(
         normalize=True, n_envs=2, n_timesteps=1_000_000, batch_size=128, n_steps=1024,
         gamma=0.99, gae_lambda=0.95, sub_sampling_factor=1, cg_max_steps=25,
         cg_damping=0.1, n_critic_updates=20, learning_rate=1e-3, target_kl=0.04),
 }
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "HalfCheetah-v5": 1500.0}
-RUNNER_KEYS = ("n_envs", "n_timesteps", "normalize")
+RUNNER_KEYS = ("n_envs", "n_timesteps", "normalize", "noise_type", "noise_std")
 
 
 def model_class(algo: str):
@@ -57,12 +76,29 @@ def model_class(algo: str):
   return getattr(stable_baselines3, algo.upper())
 
 
-def model_kwargs(entry: dict) -> dict:
+def is_schedule(value) -> bool:
+  return isinstance(value, tuple) and value[0] == "lin"  # rl-zoo's linear schedule
+
+
+def model_kwargs(entry: dict, env) -> dict:
   kwargs = {k: v for k, v in entry.items() if k not in RUNNER_KEYS}
   for name, value in kwargs.items():
-    if isinstance(value, tuple) and value[0] == "lin":  # rl-zoo's linear schedule
+    if is_schedule(value):
       kwargs[name] = lambda progress_remaining, start=value[1]: progress_remaining * start
+  if entry.get("noise_type"):
+    kwargs["action_noise"] = action_noise(entry, env)
   return kwargs
+
+
+def action_noise(entry: dict, env):
+  """rl-zoo's ``noise_type: normal`` with ``noise_std``: the same sigma on every action
+  dimension (exp_manager builds it this way)."""
+  import numpy as np
+  from stable_baselines3.common.noise import NormalActionNoise
+  if entry["noise_type"] != "normal":
+    raise SystemExit(f"noise_type {entry['noise_type']!r}: only 'normal' is copied here")
+  n = env.action_space.shape[0]
+  return NormalActionNoise(mean=np.zeros(n), sigma=entry["noise_std"] * np.ones(n))
 
 
 def make_envs(env_id: str, entry: dict, seed: int):
@@ -110,7 +146,7 @@ def make_evaluator(test_env, every: int, episodes: int):
 
 def main() -> None:
   p = _common.parser(__doc__.splitlines()[0], steps=0, episodes=10, target=float("nan"))
-  p.add_argument("--algo", choices=("ppo", "dqn", "trpo"), default="ppo")
+  p.add_argument("--algo", choices=sorted({algo for algo, _ in ZOO}), default="ppo")
   p.add_argument("--env", choices=sorted({env for _, env in ZOO}), default="Pendulum-v1")
   p.add_argument("--torch-threads", type=int, default=1,
                  help="torch intra-op threads (default 1; 0 keeps torch's default, one per "
@@ -133,7 +169,7 @@ def main() -> None:
   setup_start = time.perf_counter()
   train_env, test_env = make_envs(args.env, entry, args.seed)
   model = model_class(args.algo)("MlpPolicy", train_env, seed=args.seed, device="cpu",
-                                 verbose=0, **model_kwargs(entry))
+                                 verbose=0, **model_kwargs(entry, train_env))
   evaluator = make_evaluator(test_env, every, args.episodes)
   setup_s = time.perf_counter() - setup_start
   start = time.perf_counter()
@@ -150,7 +186,7 @@ def main() -> None:
             "compile_s": None, "train_s": round(train_s, 3),
             "eval_s": round(evaluator.eval_s, 3), "train_includes_eval": False,
             "eval_every": every, "eval_episodes": args.episodes,
-            "settings": {k: (f"lin_{v[1]}" if isinstance(v, tuple) else v)
+            "settings": {k: (f"lin_{v[1]}" if is_schedule(v) else v)
                          for k, v in entry.items()}}
   result.update(_common.summarize(evaluator.evals, args.target))
   reached = [t for (step, mean, _), t in zip(evaluator.evals, evaluator.train_clock)

@@ -1,5 +1,7 @@
 """The table the agent contract (``test_contract.py``) runs over: one row per name that
-``Agent.create(agent=...)`` accepts, one fused named config per trainable family.
+``Agent.create(agent=...)`` accepts (and a row per ``variant`` of a name that learns
+different action spaces differently: SAC's discrete one), one fused named config per
+trainable family.
 
 Adding an agent to ``batchrl.agents.families`` means adding its row here (a test checks the
 table covers exactly ``families.api_names()``): an environment, keys small enough that an
@@ -39,13 +41,19 @@ class AgentCase:
   typo: tuple[str, str | None]  # a misspelt key, and the valid key the error must suggest
   out_of_range: tuple[tuple[str, Any], ...]  # (key, value) pairs the agent must refuse
   learns: bool = True
+  variant: str = ""  # a second row of one name (another action space): its label
+
+  @property
+  def id(self) -> str:
+    """The row's key in ``AGENTS``: the name, or ``<name>_<variant>``."""
+    return f"{self.name}_{self.variant}" if self.variant else self.name
 
   @property
   def spec(self) -> dict:
     return {"type": self.name, **self.keys}
 
 
-AGENTS: dict[str, AgentCase] = {case.name: case for case in (
+AGENTS: dict[str, AgentCase] = {case.id: case for case in (
     AgentCase("ppo", CARTPOLE, dict(batch_size=64, optimizer_batch_size=32, epochs=2),
               ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("vpg", CARTPOLE, dict(batch_size=64, baseline=_BASELINE),
@@ -64,6 +72,8 @@ AGENTS: dict[str, AgentCase] = {case.name: case for case in (
     AgentCase("ddpg", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("td3", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("sac", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
+    AgentCase("sac", CARTPOLE, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE,
+              variant="discrete"),
     AgentCase("dqfd", CARTPOLE, dict(_REPLAY, demo_memory_capacity=64),
               ("discont", "discount"), _OUT_OF_RANGE),
     # takes no keys at all: every key is unknown, and there is nothing out of range
@@ -82,6 +92,7 @@ FUSED_CONFIGS = {
     "dqn": "dqn_cartpole_fused",
     "naf": "naf_pendulum",
     "dqfd": "dqfd_cartpole",
+    "ddpg": "ddpg_pendulum_fused",
     "td3": "td3_pendulum_fused",
     "sac": "sac_pendulum_fused",
 }

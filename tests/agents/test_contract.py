@@ -29,8 +29,9 @@ def _jsonable(value):
 
 
 def test_the_table_covers_every_agent_type():
-  assert sorted(AGENTS) == families.api_names()
-  assert {families.family_of_type(name).name for name in AGENTS} == {
+  names = {case.name for case in AGENTS.values()}
+  assert sorted(names) == families.api_names()
+  assert {families.family_of_type(name).name for name in names} == {
       f.name for f in families.FAMILIES}
 
 
@@ -115,15 +116,15 @@ def test_a_misspelt_key_names_the_closest_valid_one(case):
     assert f"Did you mean '{closest}'?" in str(error.value)
 
 
-OUT_OF_RANGE = [pytest.param(case.name, key, value, id=f"{case.name}-{key}")
+OUT_OF_RANGE = [pytest.param(case.id, key, value, id=f"{case.id}-{key}")
                 for case in AGENTS.values() for key, value in case.out_of_range]
 
 
-@pytest.mark.parametrize("name, key, value", OUT_OF_RANGE)
-def test_an_out_of_range_value_names_the_key_and_the_value(name, key, value):
-  case = AGENTS[name]
+@pytest.mark.parametrize("row, key, value", OUT_OF_RANGE)
+def test_an_out_of_range_value_names_the_key_and_the_value(row, key, value):
+  case = AGENTS[row]
   with pytest.raises(UserInputError) as error:
-    Agent.create(agent={"type": name, **case.keys, key: value}, environment=case.env)
+    Agent.create(agent={"type": case.name, **case.keys, key: value}, environment=case.env)
   message = str(error.value)
   assert key in message, message
   assert re.search(rf"(?<![\d.]){re.escape(str(value))}(\.0)?(?![\d])", message), message

@@ -46,9 +46,9 @@ class ActorCriticConfig(ReplayConfig):
   activation: Literal["relu", "tanh"] = param("relu", "Hidden activation of the MLPs.")
   action_bounds: tuple[float, float] | None = param(
       None, "(low, high) used for action elements the environment leaves unbounded; None: "
-      "such actions are an error (the actors end in tanh). batchrl train's gymnasium stack "
-      "advertises unbounded actions (its ClipAction clips to the range RangeNormalize maps "
-      "to [-1, 1]), so the host named configs set (-1.0, 1.0).")
+      "such actions are an error (the actors end in tanh). Bounded elements keep their own "
+      "bounds; batchrl train's gymnasium stack advertises its real ones ([-1, 1] after "
+      "RangeNormalize).")
 
   def __post_init__(self):
     check_actor_critic(self, type(self).__name__.removesuffix("Config").lower())

@@ -20,8 +20,9 @@ key                                   meaning
 ``critic_layers``, ``discount``, ...  the config's own fields
 ====================================  ==========================================================
 
-Discrete actions are an error naming the agents for them; unbounded float actions an error
-asking for bounds (the actors end in tanh) unless ``action_bounds`` gives them. DDPG and TD3
+Discrete actions are an error naming the agents for them (SAC takes one Discrete action:
+``discrete=True``); unbounded float actions an error asking for bounds (the actors end in
+tanh) unless ``action_bounds`` gives them. DDPG and TD3
 explore inside their own ``act`` (their ``exploration`` field) so every driver explores alike;
 the object API's ``exploration=`` argument would add noise on top of it.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.actor_critic.networks import continuous_action_map
+from batchrl.agents.actor_critic.networks import actor_critic_actions
 from batchrl.agents.family import IGNORED_KEYS, BuildContext, adam_learning_rate, check_keys
 from batchrl.agents.replay.keys import replay_config, replay_keys
 from batchrl.configclass import ConfigError
@@ -43,10 +44,12 @@ def actor_critic_keys(config_class: type) -> tuple[str, ...]:
   return tuple(sorted((set(replay_keys(config_class)) - _NOT_KEYS) | set(_OWN_KEYS)))
 
 
-def actor_critic_config(config_class: type, kwargs: dict, context: BuildContext, agent: str):
-  """The ``config_class`` of ``Agent.create(agent=agent, **kwargs)``."""
+def actor_critic_config(config_class: type, kwargs: dict, context: BuildContext, agent: str,
+                        discrete: bool = False):
+  """The ``config_class`` of ``Agent.create(agent=agent, **kwargs)``; ``discrete``: the agent
+  also takes one Discrete action (SAC)."""
   try:
-    continuous_action_map(context.action_space, agent, kwargs.get("action_bounds"))
+    actor_critic_actions(context.action_space, agent, kwargs.get("action_bounds"), discrete)
   except (TypeError, ValueError) as e:
     raise ConfigError(str(e)) from None
   kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_KEYS}

@@ -1,10 +1,15 @@
 """The networks DDPG, TD3 and SAC share: a deterministic tanh actor, a tanh-squashed Gaussian
-actor, and ``C`` critics ``Q(s, a)`` (one for DDPG, twins for TD3 and SAC).
+actor, and ``C`` critics ``Q(s, a)`` (one for DDPG, twins for TD3 and SAC); for SAC on one
+Discrete action, a categorical actor (logits ``[N, n]``) and critics of ``Q(s, .)`` over all
+``n`` actions (Christodoulou 2019).
 
-Shapes: ``N`` rows, ``D`` flattened observation size, ``A`` action size, ``C`` critics.
-Actions are learned in normalized units, every element in ``[-1, 1]`` (the actors end in
-``tanh``); ``ActionMap`` rescales them to the env's finite bounds. Unbounded float actions
-are an error: a squashed actor cannot reach them.
+Shapes: ``N`` rows, ``D`` flattened observation size, ``A`` action size, ``C`` critics, ``n``
+values of a Discrete action. Float actions are learned in normalized units, every element in
+``[-1, 1]`` (the actors end in ``tanh``); ``ActionMap`` rescales them to the env's finite
+bounds. Unbounded float actions are an error: a squashed actor cannot reach them. A Discrete
+action is learned and stored as its index ``0 .. n-1`` (``DiscreteActions`` adds the env's
+``start``); an ``action_mask`` state (tree layout) is honoured: masked actions get
+probability exactly 0, so they are never sampled and add nothing to values or entropies.
 
 * ``flat``: MLPs of ``actor_layers`` on ``[N, D]`` and of ``critic_layers`` on ``[N, D + A]``.
 * ``tree``: each network gets its own torso built from the JSON network spec
@@ -27,9 +32,10 @@ import numpy as np
 from batchrl.agents import spaces
 from batchrl.agents.naf.networks import ActionMap, action_map
 from batchrl.agents.spaces import SpaceInfo
+from batchrl.networks.distributions import Categorical
 from batchrl.networks.layered import build_network, input_specs_from_space
 
-DISCRETE_AGENTS = "dqn, ddqn, dqn_nstep, dqfd, ppo, vpg, trpo"
+DISCRETE_AGENTS = "dqn, ddqn, dqn_nstep, dqfd, ppo, vpg, trpo, sac"
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # SAC's log std range (a tanh maps the head into it)
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
@@ -37,14 +43,48 @@ _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 # --------------------------------------------------------------------------- actions
 
 
+@dataclasses.dataclass(frozen=True)
+class DiscreteActions:
+  """One Discrete action of ``n`` values from ``start``: learned and stored as the index
+  ``0 .. n-1`` (int32), the env's value being ``start + index``."""
+
+  n: int
+  start: int = 0
+
+  def to_env(self, index: jax.Array) -> jax.Array:
+    return index + self.start
+
+  def from_env(self, action) -> jax.Array:
+    return jnp.asarray(action).astype(jnp.int32) - self.start
+
+
+def actor_critic_actions(space: gym.Space, agent: str,
+                         fallback: tuple[float, float] | None = None,
+                         discrete: bool = False) -> ActionMap | DiscreteActions:
+  """How ``agent`` learns the actions of ``space``: ``DiscreteActions`` for one Discrete
+  action when the agent takes ``discrete`` ones (SAC), else ``continuous_action_map``'s
+  checks and map."""
+  if discrete and isinstance(space, gym.spaces.Discrete):
+    return DiscreteActions(int(space.n), int(space.start))
+  return continuous_action_map(space, agent, fallback, discrete)
+
+
 def continuous_action_map(space: gym.Space, agent: str,
-                          fallback: tuple[float, float] | None = None) -> ActionMap:
+                          fallback: tuple[float, float] | None = None,
+                          discrete: bool = False) -> ActionMap:
   """The ``ActionMap`` of a bounded float action space; a discrete part is a TypeError naming
-  the agents for discrete actions, an unbounded element a ValueError asking for bounds,
-  unless ``fallback`` (``action_bounds``) gives the ``(low, high)`` to use there."""
+  the agents for discrete actions (``discrete``: the agent takes one Discrete action, but not
+  this space), an unbounded element a ValueError asking for bounds, unless ``fallback``
+  (``action_bounds``) gives the ``(low, high)`` to use there."""
   leaves = list(space.spaces.values()) if isinstance(space, gym.spaces.Dict) else [space]
   if not all(isinstance(s, gym.spaces.Box) and np.issubdtype(s.dtype, np.floating)
              for s in leaves):
+    if discrete:
+      others = ", ".join(a for a in DISCRETE_AGENTS.split(", ") if a != agent)
+      raise TypeError(f"{agent} learns bounded float actions or one int action (a Discrete "
+                      f"space, num_values n, shape ()), but the action space {space} is "
+                      f"neither (several, shaped or bool int actions). Agents for those: "
+                      f"{others}.")
     raise TypeError(f"{agent} learns continuous (float) actions, but the action space {space} "
                     f"has a discrete (int or bool) part. Agents for discrete actions: "
                     f"{DISCRETE_AGENTS}.")
@@ -105,18 +145,22 @@ class MLP(nn.Module):
 
 
 class Actor(nn.Module):
-  """obs -> ``tanh(mu) [N, A]`` (deterministic) or ``(mean, log_std) [N, A]`` each (squashed
-  Gaussian, log std in ``[LOG_STD_MIN, LOG_STD_MAX]``)."""
+  """obs -> ``tanh(mu) [N, A]`` (deterministic), ``(mean, log_std) [N, A]`` each (squashed
+  Gaussian, log std in ``[LOG_STD_MIN, LOG_STD_MAX]``) or, ``categorical``, the logits
+  ``[N, n]`` of a Discrete action (``size`` = n)."""
 
   torso: nn.Module | None
   layers: tuple[int, ...]
   activation: str
   size: int
   stochastic: bool
+  categorical: bool = False
 
   @nn.compact
   def __call__(self, obs):
     x = MLP(self.layers, self.activation)(obs) if self.torso is None else self.torso((), obs)[1]
+    if self.categorical:
+      return nn.Dense(self.size, name="logits")(x)
     if not self.stochastic:
       return jnp.tanh(nn.Dense(self.size, name="mu")(x))
     mean = nn.Dense(self.size, name="mean")(x)
@@ -125,32 +169,38 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-  """``(obs, action [N, A]) -> Q [N]``."""
+  """``(obs, action [N, A]) -> Q [N]``; with ``num_values`` n > 0 (a Discrete action),
+  ``obs -> Q(s, .) [N, n]`` (the action input is not read)."""
 
   torso: nn.Module | None
   layers: tuple[int, ...]
   activation: str
+  num_values: int = 0
 
   @nn.compact
   def __call__(self, obs, action):
     x = obs if self.torso is None else self.torso((), obs)[1]
+    if self.num_values:
+      return nn.Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
     x = MLP(self.layers, self.activation)(jnp.concatenate([x, action], axis=-1))
     return nn.Dense(1, name="q")(x)[..., 0]
 
 
 class Critics(nn.Module):
-  """``C`` independent critics: ``(obs, action) -> Q [C, N]``."""
+  """``C`` independent critics: ``(obs, action) -> Q [C, N]`` (``[C, N, n]`` with
+  ``num_values``)."""
 
   torsos: tuple[nn.Module, ...] | None
   num: int
   layers: tuple[int, ...]
   activation: str
+  num_values: int = 0
 
   @nn.compact
   def __call__(self, obs, action):
     return jnp.stack([
         Critic(None if self.torsos is None else self.torsos[i], self.layers, self.activation,
-               name=f"critic_{i}")(obs, action) for i in range(self.num)])
+               self.num_values, name=f"critic_{i}")(obs, action) for i in range(self.num)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,28 +209,42 @@ class ACNetworks:
 
   Attributes:
     init: ``key -> (actor_params, critic_params)``.
-    actor: ``(params, obs [N, ...]) -> action [N, A]`` (deterministic) or ``(mean, log_std)``.
-    critic: ``(params, obs, action [N, A]) -> Q [C, N]``.
-    actions: normalized ``[N, A]`` <-> the env's actions.
-    stochastic: whether the actor is a squashed Gaussian.
+    actor: ``(params, obs [N, ...]) -> action [N, A]`` (deterministic), ``(mean, log_std)``
+      (squashed Gaussian) or logits ``[N, n]`` (Discrete; masked actions at the lowest float).
+    critic: ``(params, obs, action) -> Q [C, N]`` (Discrete: ``action`` int32 ``[N]`` indices).
+    actions: normalized ``[N, A]`` <-> the env's actions, or ``DiscreteActions``.
+    stochastic: whether the actor is a squashed Gaussian or categorical.
+    q_values: Discrete only: ``(params, obs) -> Q(s, .) [C, N, n]``; None otherwise.
   """
 
   init: Callable[[jax.Array], tuple[Any, Any]]
   actor: Callable[[Any, Any], Any]
   critic: Callable[[Any, Any, jax.Array], jax.Array]
-  actions: ActionMap
+  actions: ActionMap | DiscreteActions
   stochastic: bool
+  q_values: Callable[[Any, Any], jax.Array] | None = None
+
+  @property
+  def discrete(self) -> bool:
+    return isinstance(self.actions, DiscreteActions)
+
+  def stored_action(self) -> jax.Array:
+    """One stored action, as zeros: an int32 index or a normalized float vector ``[A]``."""
+    if self.discrete:
+      return jnp.int32(0)
+    return jnp.zeros((self.actions.size,), jnp.float32)
 
 
 def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
-                  agent: str) -> ACNetworks:
+                  agent: str, discrete: bool = False) -> ACNetworks:
   """The networks for ``info`` (flat layout: MLPs; tree layout: a torso per network from
-  ``config.network``, 'auto' when None)."""
-  amap = continuous_action_map(info.action_space, agent, config.action_bounds)
+  ``config.network``, 'auto' when None); ``discrete``: the agent learns one Discrete action
+  with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC)."""
+  actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
   if info.layout == "flat":
     actor_torso, critic_torsos = None, None
     example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)  # noqa: E731
-    prepare = lambda obs: obs  # noqa: E731
+    prepare = lambda obs: (obs, None)  # noqa: E731
   else:
     spec = json.loads(config.network) if config.network is not None else "auto"
     inputs = input_specs_from_space(info.network_space)
@@ -191,19 +255,51 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
                        "frames with the 'sequence' preprocessor.")
     actor_torso, critic_torsos = torsos[0].module, tuple(t.module for t in torsos[1:])
     example = lambda: spaces.zero_obs(info, (1,))  # noqa: E731
-    prepare = lambda obs: spaces.split_masks(info, obs)[0]  # noqa: E731
-  actor = Actor(actor_torso, config.actor_layers, config.activation, amap.size, stochastic)
+    prepare = lambda obs: spaces.split_masks(info, obs)  # noqa: E731
+  if isinstance(actions, DiscreteActions):
+    return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
+                              example, prepare)
+  actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation)
 
   # the example input is made per call: this function is cached and may first run inside
   # a trace, whose arrays must not outlive it
   def init(key):
     actor_key, critic_key = jax.random.split(key)
-    obs = prepare(example())
+    obs = prepare(example())[0]
     return (actor.init(actor_key, obs)["params"],
-            critics.init(critic_key, obs, jnp.zeros((1, amap.size), jnp.float32))["params"])
+            critics.init(critic_key, obs, jnp.zeros((1, actions.size), jnp.float32))["params"])
 
   return ACNetworks(
-      init, lambda params, obs: actor.apply({"params": params}, prepare(obs)),
-      lambda params, obs, a: critics.apply({"params": params}, prepare(obs), a), amap,
+      init, lambda params, obs: actor.apply({"params": params}, prepare(obs)[0]),
+      lambda params, obs, a: critics.apply({"params": params}, prepare(obs)[0], a), actions,
       stochastic)
+
+
+def _discrete_networks(config, actions: DiscreteActions, num_critics: int, actor_torso,
+                       critic_torsos, example, prepare) -> ACNetworks:
+  """A categorical actor and ``num_critics`` critics of ``Q(s, .)``; ``prepare(obs) ->
+  (network inputs, action mask [N, n] or None)``."""
+  actor = Actor(actor_torso, config.actor_layers, config.activation, actions.n, True,
+                categorical=True)
+  critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
+                    actions.n)
+
+  def init(key):
+    actor_key, critic_key = jax.random.split(key)
+    obs = prepare(example())[0]
+    return actor.init(actor_key, obs)["params"], critics.init(critic_key, obs, None)["params"]
+
+  def logits(params, obs):
+    inputs, mask = prepare(obs)
+    return Categorical.masked(actor.apply({"params": params}, inputs), mask).logits
+
+  def q_values(params, obs):
+    return critics.apply({"params": params}, prepare(obs)[0], None)
+
+  def critic(params, obs, index):
+    q = q_values(params, obs)
+    index = jnp.broadcast_to(jnp.asarray(index, jnp.int32), q.shape[:-1])
+    return jnp.take_along_axis(q, index[..., None], axis=-1)[..., 0]
+
+  return ACNetworks(init, logits, critic, actions, True, q_values)

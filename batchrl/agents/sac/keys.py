@@ -1,6 +1,7 @@
 """The ``sac`` agent type of ``batchrl.Agent.create``: the shared actor-critic keys
 (``batchrl.agents.actor_critic.keys``) plus ``initial_alpha``, ``alpha_learning_rate`` and
-``target_entropy``. SAC explores by sampling its policy, so it has no exploration keys."""
+``target_entropy``. SAC explores by sampling its policy, so it has no exploration keys. It
+takes bounded float actions or one Discrete action (discrete SAC)."""
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.keys import actor_critic_config
@@ -10,4 +11,4 @@ from batchrl.agents.sac.config import SACConfig
 
 def sac_config(kwargs: dict, context: BuildContext) -> SACConfig:
   """The SACConfig of ``Agent.create(agent='sac', **kwargs)``."""
-  return actor_critic_config(SACConfig, kwargs, context, "sac")
+  return actor_critic_config(SACConfig, kwargs, context, "sac", discrete=True)

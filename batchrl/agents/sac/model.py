@@ -1,7 +1,9 @@
 """SAC (Haarnoja et al. 2018): a tanh-squashed Gaussian actor, twin critics, the soft target
 ``r + gamma (min_i Q'_i(s', a') - alpha log pi(a'|s'))`` with ``a' ~ pi(s')``, and the
-temperature alpha learned toward ``target_entropy``. The update loop is
-``batchrl.agents.actor_critic.model``'s; exploration is the policy's own sampling."""
+temperature alpha learned toward ``target_entropy``. On one Discrete action (Christodoulou
+2019): a categorical actor, critics of ``Q(s, .)``, and the expectations over ``a'`` summed
+exactly (``losses.py``). The update loop is ``batchrl.agents.actor_critic.model``'s;
+exploration is the policy's own sampling."""
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.model import Algorithm, make_actor_critic
@@ -17,4 +19,5 @@ def make_sac(config: SACConfig | None = None, name: str = "sac") -> Model:
     raise TypeError(f"make_sac takes a SACConfig, got {type(config).__name__}.")
   return make_actor_critic(config, Algorithm(
       name, num_critics=2, stochastic=True, next_value=sac_next_value,
-      actor_loss=sac_actor_loss, learns_alpha=config.alpha_learning_rate > 0))
+      actor_loss=sac_actor_loss, learns_alpha=config.alpha_learning_rate > 0,
+      discrete_actions=True))

@@ -11,3 +11,33 @@ def pendulum_sac(**changes) -> SACConfig:
                 first_update=1000)
   values.update(changes)
   return SACConfig(**values)
+
+
+def mujoco_sac(**changes) -> SACConfig:
+  """SAC for MuJoCo with the values the published implementations share (Haarnoja et al.
+  2018, CleanRL's sac_continuous_action, SB3 rl-zoo): 2x256 ReLU MLPs, Adam 3e-4 for actor,
+  critics and temperature, batch 256, gamma 0.99, tau 0.005 after every gradient step, a
+  memory of 1M transitions, one gradient step per environment step from step 5000 on, the
+  temperature learned from 1.0 toward -|A|.
+
+  CleanRL steps its critics with 1e-3 (3e-4 elsewhere) and its actor on every second
+  gradient step, twice then: as many actor steps per environment step as here, where the
+  actor steps on every one (the paper, SB3)."""
+  values = dict(learning_rate=3e-4, critic_learning_rate=3e-4, alpha_learning_rate=3e-4,
+                batch_size=256, discount=0.99, update_target_weight=0.005,
+                memory_capacity=1_000_000, first_update=5_000, update_frequency=1,
+                repeat_update=1, target_update_frequency=1, initial_alpha=1.0,
+                actor_layers=(256, 256), critic_layers=(256, 256))
+  values.update(changes)
+  return SACConfig(**values)
+
+
+def cartpole_sac(**changes) -> SACConfig:
+  """Discrete SAC for CartPole-v1 (one Discrete action of 2): 2x64 MLPs, batch 128, Adam 1e-3
+  for actor, critics and alpha, a memory of 50k transitions, learning from step 1000 on, the
+  default target entropy (0.7 log 2)."""
+  values = dict(actor_layers=(64, 64), critic_layers=(64, 64), batch_size=128,
+                learning_rate=1e-3, critic_learning_rate=1e-3, alpha_learning_rate=1e-3,
+                memory_capacity=50_000, first_update=1000)
+  values.update(changes)
+  return SACConfig(**values)
