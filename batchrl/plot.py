@@ -4,7 +4,8 @@
     batchrl plot runs --metric mean_score --x time
 
 Each path is a run directory (it holds ``metrics.jsonl``) or a directory of runs. Every run
-is one colour: evaluation solid, training dashed. A run trained with ``--seeds K`` logged
+is one colour: evaluation solid, training dashed, with a marker on each report when a curve
+has few (a run with one report is a point). A run trained with ``--seeds K`` logged
 ``seed<i>/<metric>`` per seed; it is drawn as the mean over seeds with a band from the lowest
 to the highest seed. matplotlib is the optional extra ``batchrl[plot]``; figures are drawn
 headless (the Agg backend) and written to a file.
@@ -24,6 +25,7 @@ from batchrl.errors import UserInputError, missing_extra
 METRICS_FILE = "metrics.jsonl"
 X_AXES = ("steps", "time")
 _SEED_KEY = re.compile(r"^seed(\d+)/(.+)$")
+FEW_POINTS = 20  # curves with at most this many reports get a marker on each
 
 
 class Curve(NamedTuple):
@@ -103,16 +105,27 @@ def _has(record: dict, metric: str) -> bool:
 
 def plot(paths: list[str], out: str, metric: str = "mean_score", x: str = "steps") -> Path:
   """Draws the curves of every run under ``paths`` into ``out``; returns the file written."""
+  drawn = figure(paths, metric, x)
+  out_path = Path(out)
+  out_path.parent.mkdir(parents=True, exist_ok=True)
+  drawn.savefig(out_path, dpi=120, bbox_inches="tight")
+  return out_path
+
+
+def figure(paths: list[str], metric: str = "mean_score", x: str = "steps"):
+  """The matplotlib figure ``plot`` writes: the curves of every run under ``paths``."""
   runs = find_runs(paths)
   drawn = [c for run in runs for c in curves(run.name, read_records(run), metric, x)]
   if not drawn:
     raise UserInputError(f"no run under {', '.join(paths)} logged {metric!r}; try "
                          "--metric mean_score.")
-  figure = _draw(drawn, metric, x)
-  out_path = Path(out)
-  out_path.parent.mkdir(parents=True, exist_ok=True)
-  figure.savefig(out_path, dpi=120, bbox_inches="tight")
-  return out_path
+  return _draw(drawn, metric, x)
+
+
+def marker(points: int) -> str:
+  """A curve of few reports gets a marker on each (a line through one point draws
+  nothing); a long one is line only."""
+  return "o" if points <= FEW_POINTS else ""
 
 
 def _draw(drawn: list[Curve], metric: str, x: str):
@@ -127,7 +140,8 @@ def _draw(drawn: list[Curve], metric: str, x: str):
   for curve in drawn:
     colour = colours.setdefault(curve.run, f"C{len(colours) % 10}")
     style = "-" if curve.phase == "eval" else "--"
-    axes.plot(curve.x, curve.mean, style, color=colour, label=f"{curve.run} ({curve.phase})")
+    axes.plot(curve.x, curve.mean, style, color=colour, marker=marker(len(curve.x)),
+              markersize=4, label=f"{curve.run} ({curve.phase})")
     if np.any(curve.high > curve.low):
       axes.fill_between(curve.x, curve.low, curve.high, color=colour, alpha=0.2, lw=0)
   axes.set_xlabel("environment steps" if x == "steps" else "wall time (minutes)")

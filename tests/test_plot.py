@@ -60,3 +60,25 @@ def test_errors_name_the_problem(tmp_path, capsys):
                                      "mean_score": 1.0}])
   assert main(["plot", str(run), "--metric", "kl", "--out", str(tmp_path / "p.png")]) == 2
   assert "logged 'kl'" in capsys.readouterr().err
+
+
+def test_a_run_with_one_report_draws_a_visible_point(tmp_path, capsys):
+  run = _write_run(tmp_path / "T-one", [
+      {"step": 1024, "phase": "eval", "wall_time": 0.0, "mean_score": 20.0}])
+  (line,) = plot.figure([str(run)]).axes[0].lines
+  assert line.get_marker() == "o" and len(line.get_xdata()) == 1
+  long = _write_run(tmp_path / "T-long", [
+      {"step": s, "phase": "eval", "wall_time": float(s), "mean_score": float(s)}
+      for s in range(100)])
+  (line,) = plot.figure([str(long)]).axes[0].lines
+  assert line.get_marker() in ("", "None", None)  # many reports: a plain line
+
+  # as the user sees it: the run's colour (C0) in the middle of the image, where the axes
+  # centre a lone point (the legend's sample of the colour is in a corner)
+  import matplotlib.image
+  out = tmp_path / "one.png"
+  assert main(["plot", str(run), "--out", str(out)]) == 0
+  pixels = matplotlib.image.imread(out)[..., :3]
+  blue = np.all(np.abs(pixels - np.array([0x1f, 0x77, 0xb4]) / 255) < 0.08, axis=-1)
+  height, width = blue.shape
+  assert blue[height // 3:2 * height // 3, width // 3:2 * width // 3].sum() > 10

@@ -4,9 +4,9 @@ and a large-margin supervised loss, as a pure ``Model``; TensorForce keys in
 from batchrl.agents.dqfd.config import DQFDConfig
 from batchrl.agents.dqfd.keys import dqfd_config
 from batchrl.agents.dqfd.losses import large_margin
-from batchrl.agents.dqfd.model import (DQFDState, NoDemonstrationsError, demo_size,
+from batchrl.agents.dqfd.model import (DQFDState, NoDemonstrationsError, demo_size, growing,
                                        import_demonstrations, import_observations, make_dqfd,
-                                       pretrain, set_demonstrations)
+                                       pretrain, set_demonstrations, with_demo_capacity)
 from batchrl.agents.dqfd.presets import cartpole_dqfd
 from batchrl.agents.family import AgentFamily, AgentType, replaces_state
 from batchrl.agents.replay.keys import replay_keys
@@ -19,10 +19,11 @@ FAMILY = AgentFamily(
                          replay_keys(DQFDConfig)),),
     config_class=DQFDConfig, make=make_dqfd,
     host_methods={"import_observations": replaces_state(import_observations),
-                  "import_demonstrations": replaces_state(import_demonstrations),
-                  "set_demonstrations": replaces_state(set_demonstrations),
+                  # they grow the memory as needed: the agent spec follows (batchrl.Agent)
+                  "import_demonstrations": growing(replace=False),
+                  "set_demonstrations": growing(replace=True),
                   "pretrain": pretrain})
 
 __all__ = ["DQFDConfig", "DQFDState", "FAMILY", "NoDemonstrationsError", "cartpole_dqfd",
            "demo_size", "import_demonstrations", "import_observations", "large_margin",
-           "make_dqfd", "pretrain", "set_demonstrations"]
+           "make_dqfd", "pretrain", "set_demonstrations", "with_demo_capacity"]

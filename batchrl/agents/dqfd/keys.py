@@ -12,8 +12,10 @@ key                                 meaning
 ==================================  ============================================================
 ``demo_memory_capacity``            demonstration transitions the demonstration memory holds
 ``demo_sampling_ratio``             share of each online batch drawn from the demonstrations
-``expert_margin``                   margin of the large-margin loss
-``supervised_weight``               weight of the large-margin loss
+``expert_margin``                   margin of the large-margin loss (default 0.8, the DQfD
+                                    paper's; TensorForce 0.3's 0.5 imitates poorly)
+``supervised_weight``               weight of the large-margin loss (default 1.0, the paper's;
+                                    TensorForce 0.3's 0.1)
 ``nstep_weight``                    weight of the n-step TD loss (with ``n_step`` > 1)
 ``l2_regularization``               weight of the L2 penalty on the weights
 ``pretrain_target_update_frequency``  pretraining gradient steps between target updates
@@ -27,8 +29,8 @@ on its model state, a ``batchrl.agents.dqfd.DQFDState``)::
     agent.import_demonstrations(demonstrations)
         -> batchrl.agents.dqfd.import_demonstrations(model_state, demonstrations)
         demonstrations: a list of dicts (state, action, reward, terminal, internal) or one
-        dict of arrays (states, actions, rewards, terminals, optional next_states); appends
-        (the oldest are overwritten once the memory is full)
+        dict of arrays (states, actions, rewards, terminals, optional next_states); appends,
+        growing the memory (and agent.spec's demo_memory_capacity) when they do not fit
     agent.set_demonstrations(batch)
         -> batchrl.agents.dqfd.set_demonstrations(model_state, batch)      (replaces)
     agent.pretrain(steps) -> metrics

@@ -340,17 +340,72 @@ def pretrain(state: DQFDState, steps: int) -> tuple[DQFDState, dict]:
 # ---------------------------------------------------------------------- demonstrations
 
 
-def _converted(state: DQFDState, observations) -> TransitionItem:
-  """Observations -> checked transitions in the memory's form (DQN's conversion), at most
-  ``demo_memory_capacity`` of them."""
+def _unchecked(state: DQFDState, observations) -> TransitionItem:
+  """Observations -> checked transitions in the memory's form (DQN's conversion)."""
   config, info = state.static.config, state.dqn.info
-  items = replay.memory_transitions(info, dqn.encoder(config, info), observations)
-  count = int(np.shape(items.reward)[0])
-  if count > config.demo_memory_capacity:
-    raise UserInputError(f"{count} demonstration transitions do not fit the demonstration "
-                         f"memory (demo_memory_capacity={config.demo_memory_capacity}); "
-                         "raise demo_memory_capacity or give fewer.")
+  return replay.memory_transitions(info, dqn.encoder(config, info), observations)
+
+
+def _count(items: TransitionItem) -> int:
+  return int(np.shape(items.reward)[0])
+
+
+def _converted(state: DQFDState, observations) -> TransitionItem:
+  """``_unchecked``, at most ``demo_memory_capacity`` of them."""
+  config = state.static.config
+  items = _unchecked(state, observations)
+  if _count(items) > config.demo_memory_capacity:
+    raise UserInputError(f"{_count(items)} demonstration transitions do not fit the "
+                         f"demonstration memory (demo_memory_capacity="
+                         f"{config.demo_memory_capacity}); raise demo_memory_capacity or "
+                         "give fewer.")
   return items
+
+
+def _stored(state: DQFDState) -> TransitionItem:
+  """The stored demonstrations, oldest first (one column: the memory has width 1)."""
+  demo = state.demo
+  rows, filled, head = jax.tree.leaves(demo.items)[0].shape[0], int(demo.filled), int(demo.head)
+  order = (head + np.arange(filled)) % rows if filled == rows else np.arange(filled)
+  return jax.tree.map(lambda x: np.asarray(x)[order, 0], demo.items)
+
+
+def with_demo_capacity(state: DQFDState, capacity: int) -> DQFDState:
+  """``state`` with a demonstration memory of ``capacity`` holding the stored
+  demonstrations in their order (their priorities start over), and its config to match.
+
+  A ``Model`` made from the old config must not be given the result: make one from
+  ``state.static.config`` (``batchrl.Agent`` rebuilds its own, see ``growing``)."""
+  config = dataclasses.replace(state.static.config, demo_memory_capacity=int(capacity))
+  memory = demo_memory_of(config)
+  empty = memory.init(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype),
+                                   state.demo.items))
+  stored = _stored(state)
+  demo = import_transitions(memory, empty, stored) if _count(stored) else empty
+  return state._replace(demo=demo, static=Static(config))
+
+
+def growing(replace: bool):
+  """The object API's ``import_demonstrations`` (``replace``: ``set_demonstrations``) as a
+  host method that makes room first: demonstrations beyond ``demo_memory_capacity`` grow
+  the memory (to at least twice its size, so a series of imports grows it a few times)
+  instead of being refused or overwriting older ones. Returns ``(state, changes)``:
+  ``{"demo_memory_capacity": rows}`` when it grew (the agent spec then changes), else
+  None."""
+  def method(state: DQFDState, observations):
+    items = _unchecked(state, observations)
+    capacity = state.static.config.demo_memory_capacity
+    needed = _count(items) + (0 if replace else demo_size(state))
+    changes = None
+    if needed > capacity:
+      capacity = max(needed, 2 * capacity)
+      state = with_demo_capacity(state, capacity)
+      changes = {"demo_memory_capacity": capacity}
+    memory = demo_memory_of(state.static.config)
+    target = memory.init(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype),
+                                      state.demo.items)) if replace else state.demo
+    return state._replace(demo=import_transitions(memory, target, items)), changes
+  return method
 
 
 def import_observations(state: DQFDState, observations) -> DQFDState:

@@ -1,0 +1,166 @@
+"""Ctrl-C on `batchrl train`, as a user meets it: the first keeps the work (a checkpoint and
+the command that resumes it), the second stops at once and says what was kept."""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from batchrl import checkpoint, configs, experiment
+from batchrl.train import interrupt, loop
+
+# a long budget, reports every 2 updates, the first scheduled checkpoint only at the end
+LONG = ["--set", "steps=50000000", "--set", "report_every=8192", "--set", "num_envs=32",
+        "--set", "checkpoint_every=50000000", "--set", "eval_every=50000000",
+        "--no-tensorboard"]
+HANG_GUARD = 300  # seconds; not a timing assertion: a run left alone would take far longer
+
+
+def _start(argv: list[str]) -> subprocess.Popen:
+  """``batchrl`` in its own process group (a terminal's Ctrl-C reaches a whole group)."""
+  return subprocess.Popen([sys.executable, "-m", "batchrl", *argv], stderr=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(proc: subprocess.Popen, pattern: str) -> tuple[re.Match, str]:
+  """Reads stderr until a line matches ``pattern``; the match and what was read."""
+  seen = ""
+  for line in proc.stderr:
+    seen += line
+    match = re.search(pattern, line)
+    if match:
+      return match, seen
+  proc.wait()
+  pytest.fail(f"no line matching {pattern!r}; exit {proc.returncode}; stderr:\n{seen}")
+
+
+def _ctrl_c(proc: subprocess.Popen) -> None:
+  os.killpg(proc.pid, signal.SIGINT)
+
+
+def _finish(proc: subprocess.Popen) -> str:
+  try:
+    _, err = proc.communicate(timeout=HANG_GUARD)
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate()
+    pytest.fail(f"batchrl did not stop after Ctrl-C; stderr:\n{err}")
+  return err
+
+
+def _resume_argv(err: str) -> list[str]:
+  """The printed resume command, as argv for ``python -m batchrl``."""
+  command = re.search(r"^  (batchrl train .*)$", err, re.M)
+  assert command, err
+  argv = shlex.split(command.group(1))
+  assert argv[:2] == ["batchrl", "train"] and "--timestamp" in argv
+  return argv[1:]
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_and_prints_the_command_that_resumes(tmp_path):
+  argv = ["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), *LONG]
+  proc = _start(argv)
+  _wait_for(proc, r"Starting run")
+  _wait_for(proc, r"Score .* \(train, step \d+\)")  # training, well before any checkpoint
+  _ctrl_c(proc)
+  err = _finish(proc)
+  assert proc.returncode == 130, err
+  assert "Ctrl-C: finishing the current update" in err
+  (run_dir,) = tmp_path.iterdir()
+  kept = checkpoint.latest_step(run_dir / "checkpoints")
+  assert kept is not None and 0 < kept < 50_000_000
+  assert f"the checkpoint at step {kept} is kept" in err and "Traceback" not in err
+
+  resume = _resume_argv(err)
+  assert resume[resume.index("--timestamp") + 1] + "-cartpole_fused" == run_dir.name
+  assert all(flag in resume for flag in LONG)  # the same --set flags: the same run
+  proc = _start(resume)
+  match, _ = _wait_for(proc, r"Resuming run .* from step (\d+)")
+  assert int(match.group(1)) == kept
+  _wait_for(proc, rf"Resumed .* at step {kept} ")
+  _wait_for(proc, r"Score .* \(train, step \d+\)")
+  _ctrl_c(proc)
+  err = _finish(proc)
+  assert proc.returncode == 130, err
+  assert checkpoint.latest_step(run_dir / "checkpoints") > kept
+
+
+@pytest.mark.slow
+def test_second_ctrl_c_stops_at_once_and_a_resume_says_there_is_no_checkpoint(tmp_path):
+  # one report phase is the whole budget: the first Ctrl-C alone would wait for all of it
+  argv = ["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), "--timestamp",
+          "T", "--set", "steps=50000000", "--set", "report_every=50000000", "--no-tensorboard"]
+  proc = _start(argv)
+  _wait_for(proc, r"Starting run")
+  _ctrl_c(proc)
+  _wait_for(proc, r"Ctrl-C: finishing the current update")
+  _ctrl_c(proc)
+  err = _finish(proc)
+  assert proc.returncode == 130, err
+  assert "Stopped at once: no checkpoint was written" in err and "Traceback" not in err
+  assert checkpoint.latest_step(tmp_path / "T-cartpole_fused" / "checkpoints") is None
+
+  proc = _start(_resume_argv(err))
+  _, seen = _wait_for(proc, r"no checkpoint; starting from step 0")
+  os.killpg(proc.pid, signal.SIGKILL)
+  proc.communicate()
+  assert "Resuming" not in seen
+
+
+def test_loop_checkpoints_and_returns_when_asked_to_stop(tmp_path):
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), [
+      "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=8192", "report_every=512",
+      "checkpoint_every=8192", "eval_every=8192", "batch_size=128"])
+  trainer = experiment.Trainer(exp, tmp_path)
+  asked = []
+  result = loop.run(trainer, progress=False, use_tensorboard=False,
+                    stop=lambda: asked.append(1) or len(asked) >= 2)
+  assert result == {}  # stopped before the evaluation due at the end
+  assert trainer.step == 1024
+  assert [c.step for c in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == [1024]
+
+
+def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
+  """In-process: the first SIGINT sets ``requested`` and raises nothing; the second raises
+  KeyboardInterrupt in the main thread (running Python here, so the process is not ended);
+  leaving restores Python's own handler."""
+  kept = []
+  with pytest.raises(KeyboardInterrupt):
+    with interrupt.CtrlC("first", kept=lambda: kept.append(1) or "kept") as ctrl_c:
+      os.kill(os.getpid(), signal.SIGINT)
+      for _ in range(1000):  # hang guard (10 s), not a timing assertion
+        if ctrl_c.requested:
+          break
+        time.sleep(0.01)
+      assert ctrl_c.requested
+      os.kill(os.getpid(), signal.SIGINT)
+      for _ in range(1000):
+        time.sleep(0.01)
+  assert kept == []  # the main thread took the interrupt: no os._exit path
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_resume_command_keeps_every_train_flag():
+  """The printed command parses back to the same arguments plus --timestamp; a new
+  `batchrl train` flag must be added to it (this test lists them all)."""
+  import argparse
+
+  from batchrl import cli
+  parser = cli._parser()
+  argv = ["train", "--config", "cartpole", "--logdir", "my runs", "--seed", "3", "--seeds", "2",
+          "--set", "steps=10", "--set", "num_envs=4", "--no-progress", "--no-tensorboard",
+          "--ray", "--address", "head:6379", "--runners", "2", "--envs-per-runner", "3",
+          "--max-restarts", "4", "--runner-timeout", "5.0"]
+  args = parser.parse_args(argv)
+  resume = shlex.split(cli._resume_command(args, "T1"))
+  assert resume[0] == "batchrl"
+  assert parser.parse_args(resume[1:]) == argparse.Namespace(**{**vars(args), "timestamp": "T1"})
+  subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+  options = {option for action in subparsers.choices["train"]._actions
+             for option in action.option_strings if option.startswith("--")}
+  assert options - {"--help", "--timestamp"} <= set(argv)
