@@ -1,0 +1,20 @@
+"""Hyperparameter search on Optuna: ``batchrl tune`` and ``batchrl.tune.search``.
+
+    batchrl tune --config cartpole_fused --logdir runs --trials 16 \
+        --search 'learning_rate=loguniform(1e-4,1e-2)' --set steps=200000
+
+Pieces: ``space`` (the ``--search`` grammar, checked against the config before anything
+runs), ``options`` (``TuneOptions``), ``study`` (the search directory, its SQLite study,
+resume), ``trial`` (one trial as a normal run directory, trained by ``batchrl.train``, its
+evaluations reported to the pruner) and ``optimize`` (``search``, the table of the best
+trials, ``best.yaml``). Optuna is the optional extra ``batchrl[tune]``, imported only by
+``optuna_module`` when a search starts.
+"""
+from batchrl.tune.optimize import search, table, write_best
+from batchrl.tune.options import EVAL_METRICS, TuneOptions
+from batchrl.tune.space import GRAMMAR, Param, check_space, parse, parse_space
+from batchrl.tune.study import BEST_FILE, STUDY_FILE, TRIALS_DIR, tune_directory
+
+__all__ = ["BEST_FILE", "EVAL_METRICS", "GRAMMAR", "Param", "STUDY_FILE", "TRIALS_DIR",
+           "TuneOptions", "check_space", "parse", "parse_space", "search", "table",
+           "tune_directory", "write_best"]

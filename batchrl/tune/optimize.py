@@ -1,0 +1,215 @@
+"""``search``: a hyperparameter search over a config, every trial a normal training run.
+
+    study = batchrl.tune.search("cartpole_fused", {"learning_rate": "loguniform(1e-4,1e-2)"},
+                                trials=16, logdir="runs", overrides=["steps=200000"])
+
+Everything the user gave is checked before anything is written (config, keys, bounds,
+options, environment); a search whose directory this call created and that then fails on
+bad input leaves nothing behind. See ``batchrl.tune.study`` for the directory and resume.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from batchrl import configs
+from batchrl.configclass import atomic_write_text
+from batchrl.configs import Experiment, apply_overrides
+from batchrl.errors import UserInputError
+from batchrl.train.build import check_env
+from batchrl.tune import study as studies
+from batchrl.tune.batched import check_batching, run_groups
+from batchrl.tune.optuna_module import require_optuna
+from batchrl.tune.options import TuneOptions
+from batchrl.tune.space import Param, check_space, parse_space
+from batchrl.tune.trial import TrialFailed, run_trial
+
+log = logging.getLogger("batchrl")
+
+DIRECTORY = "batchrl_directory"  # study attribute: where the search ran last
+
+
+def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *,
+           trials: int, logdir="runs", timestamp: str | None = None,
+           overrides: Iterable[str] = (), sampler: Any = "tpe", pruner: Any = "median",
+           directory=None, batch_trials: int = 1, stop: Callable[[], bool] | None = None,
+           **options):
+  """Runs (or resumes) a search; returns the Optuna study.
+
+  Args:
+    config: a named config, a config file, or an ``Experiment``.
+    space: ``["learning_rate=loguniform(1e-4,1e-2)", ...]`` or ``{key: expression}``
+      (``batchrl.tune.space``).
+    trials: trials the study holds when done (a resumed search runs the rest).
+    logdir, timestamp: the search goes to ``logdir/<timestamp>-<config>-tune`` (now's time
+      when not given); an existing one resumes. ``directory`` names it outright instead.
+    overrides: ``--set`` items applied to every trial.
+    sampler, pruner: a name (``TuneOptions``) or an Optuna sampler / pruner object.
+    batch_trials: train up to this many trials side by side in one compiled program
+      (gymnax configs; ``batchrl.tune.batched``); 1 trains them one after another.
+    stop: checked after every training phase; when true, the trial under way saves a
+      checkpoint and the search ends with ``KeyboardInterrupt`` (``batchrl tune``: Ctrl-C).
+      Running it again resumes that trial.
+    **options: the other fields of ``TuneOptions`` (metric, direction, objective, seed,
+      seeds_per_trial, tensorboard).
+  """
+  optuna = require_optuna()
+  names = {k: v for k, v in (("sampler", sampler), ("pruner", pruner)) if isinstance(v, str)}
+  opts = TuneOptions(trials=trials, **names, **options)
+  base = configs.load(config) if isinstance(config, str) else config
+  overrides = list(overrides) + ([f"run.seed={opts.seed}"] if opts.seed is not None else [])
+  exp = apply_overrides(base, overrides)
+  params = parse_space(space)
+  check_space(base, params, overrides)
+  if opts.sampler == "grid" and isinstance(sampler, str):
+    _check_grid(params, opts)
+  check_batching(exp, opts, batch_trials)
+  check_env(exp.run)
+  tune_dir = Path(directory) if directory else studies.tune_directory(logdir, exp.name,
+                                                                      timestamp)
+  made_directory = not tune_dir.exists()
+  study = _open(optuna, tune_dir, studies.identity(exp, params, opts))
+  # seeded past the trials the study holds, so a resumed search does not replay them
+  seed = (exp.run.seed if opts.seed is None else opts.seed) + len(study.trials)
+  study.sampler = (studies.make_sampler(optuna, sampler, params, seed)
+                   if isinstance(sampler, str) else sampler)
+  study.pruner = studies.make_pruner(optuna, pruner, exp) if isinstance(pruner, str) else pruner
+  study.set_user_attr(DIRECTORY, str(tune_dir))
+  try:
+    _optimize(optuna, study, base, overrides, params, opts, tune_dir, batch_trials, stop)
+  except UserInputError:
+    if made_directory:  # a new search that failed on bad input leaves nothing behind
+      shutil.rmtree(tune_dir, ignore_errors=True)
+    raise
+  write_best(study, tune_dir)
+  return study
+
+
+def _open(optuna, tune_dir: Path, ident: dict):
+  """The study of ``tune_dir``: resumed when its ``study.db`` exists (and searches the same
+  thing), else new."""
+  if (tune_dir / studies.STUDY_FILE).exists():
+    return studies.load(optuna, tune_dir, ident)
+  _make_directory(tune_dir)
+  return studies.create(optuna, tune_dir, ident)
+
+
+def _optimize(optuna, study, base: Experiment, overrides: list[str],
+              params: tuple[Param, ...], opts: TuneOptions, tune_dir: Path,
+              batch_trials: int, stop: Callable[[], bool] | None) -> None:
+  requeued = studies.requeue_interrupted(optuna, study)
+  if requeued:
+    log.info("Resuming %s: interrupted trial(s) %s run again with the same values.",
+             tune_dir, ", ".join(map(str, requeued)))
+  remaining = opts.trials - studies.done_trials(optuna, study)
+  if remaining <= 0:
+    log.info("%s already holds %d finished trials; nothing to run.", tune_dir, opts.trials)
+    return
+  log.info("Search %s: %d trial(s) to run (%d done).", tune_dir, remaining,
+           opts.trials - remaining)
+
+  if batch_trials > 1:
+    run_groups(optuna, study, remaining, base, overrides, params, opts, tune_dir,
+               batch_trials, _log_trial(optuna, opts), stop)
+    return
+
+  def objective(trial) -> float:
+    return run_trial(optuna, trial, base, overrides, params, opts, tune_dir, stop)
+
+  study.optimize(objective, n_trials=remaining, catch=(TrialFailed,),
+                 callbacks=[_log_trial(optuna, opts)])
+
+
+def _log_trial(optuna, opts: TuneOptions):
+  def callback(study, trial) -> None:
+    states = optuna.trial.TrialState
+    values = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
+    if trial.state == states.COMPLETE:
+      best = study.best_trial
+      log.info("Trial %d: %s %s %.6g (%s); best so far: trial %d, %.6g", trial.number,
+               opts.objective, opts.metric, trial.value, values, best.number, best.value)
+    elif trial.state == states.PRUNED:
+      log.info("Trial %d pruned (%s).", trial.number, values)
+    else:
+      log.warning("Trial %d failed (%s): %s", trial.number, values,
+                  trial.user_attrs.get(studies.FAILED, "see the log above"))
+
+  return callback
+
+
+def _check_grid(params: tuple[Param, ...], opts: TuneOptions) -> None:
+  size = studies.grid_size(params)  # also refuses continuous ranges
+  if opts.trials > size:
+    raise UserInputError(f"--sampler grid has {size} combinations; give --trials {size} or "
+                         "fewer.")
+
+
+def _make_directory(tune_dir: Path) -> None:
+  if tune_dir.exists() and not tune_dir.is_dir():
+    raise UserInputError(f"{tune_dir} exists and is not a directory.")
+  try:
+    (tune_dir / studies.TRIALS_DIR).mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    raise UserInputError(f"cannot write the search directory {tune_dir}: {e.strerror}; give "
+                         "a --logdir you can write to.") from None
+
+
+def completed(study) -> list:
+  """Finished trials, best first."""
+  done = [t for t in study.trials if t.state.name == "COMPLETE" and t.value is not None]
+  maximize = study.direction.name == "MAXIMIZE"
+  return sorted(done, key=lambda t: -t.value if maximize else t.value)
+
+
+def write_best(study, tune_dir: Path) -> Path | None:
+  """``best.yaml``: the config of the best finished trial (its run's ``config.yaml``), a
+  file ``batchrl train --config`` takes; None when no trial finished."""
+  ranked = completed(study)
+  if not ranked:
+    return None
+  best = ranked[0]
+  run_dir = Path(tune_dir) / best.user_attrs.get(studies.RUN_DIR,
+                                                 f"{studies.TRIALS_DIR}/{best.number}")
+  values = yaml.safe_load((run_dir / "config.yaml").read_text()) if (
+      run_dir / "config.yaml").is_file() else None
+  if values is None:  # several seeds on host envs: one run per seed; the first seed's config
+    values = yaml.safe_load((run_dir / "seed0" / "config.yaml").read_text())
+  header = (f"# batchrl tune: trial {best.number} of {Path(tune_dir).name}, "
+            f"objective {best.value:.6g}\n# values: "
+            f"{', '.join(f'{k}={_short(v)}' for k, v in best.params.items())}\n"
+            f"# train it: batchrl train --config {Path(tune_dir) / studies.BEST_FILE} "
+            "--logdir runs\n")
+  path = Path(tune_dir) / studies.BEST_FILE
+  atomic_write_text(path, header + yaml.safe_dump(values, sort_keys=False))
+  return path
+
+
+def table(study, top: int = 5) -> str:
+  """The best finished trials, and the counts of pruned and failed ones."""
+  ranked = completed(study)[:top]
+  keys = list(dict.fromkeys(k for t in ranked for k in t.params))
+  metric = f"{study.user_attrs.get('objective', 'best')} {study.user_attrs.get('metric', '')}"
+  rows = [["trial", metric.strip(), *keys]] + [
+      [str(t.number), f"{t.value:.6g}", *(_short(t.params.get(k)) for k in keys)]
+      for t in ranked]
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+  lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+  counts = {}
+  for t in study.trials:
+    counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
+  summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+  if not ranked:
+    return f"No trial finished ({summary or 'no trials'})."
+  best_file = Path(study.user_attrs.get(DIRECTORY, ".")) / studies.BEST_FILE
+  return "\n".join([f"Best trials ({summary}):", *lines, f"Best config: {best_file}"])
+
+
+def _short(value) -> str:
+  if isinstance(value, float) and math.isfinite(value):
+    return f"{value:.4g}"
+  return str(value)

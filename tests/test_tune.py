@@ -1,0 +1,343 @@
+"""`batchrl tune`: the search grammar, bad input, and tiny fused searches end to end (resume,
+pruning, best.yaml through `batchrl train --config`)."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from batchrl import checkpoint, configs
+from batchrl.cli import main
+from batchrl.configclass import ConfigError
+from batchrl.logging import read_metrics
+from batchrl.tune import parse, parse_space, check_space
+
+optuna = pytest.importorskip("optuna")
+
+# 4 updates of 512 steps, an evaluation and a checkpoint after each
+TINY = ["steps=2048", "report_every=512", "eval_every=512", "checkpoint_every=512",
+        "num_envs=8", "rollout_length=64", "update_epochs=1", "eval_steps=100",
+        "batch_size=256"]
+# a seeded random sampler: every test trains the same two learning rates, so the
+# compilation cache serves the repeats
+SPACE = ["learning_rate=loguniform(1e-3,3e-3)"]
+
+
+def _tune_argv(logdir, *extra, trials=2, config="cartpole_fused"):
+  argv = ["tune", "--config", config, "--logdir", str(logdir), "--timestamp", "T",
+          "--trials", str(trials), "--sampler", "random", "--pruner", "none", "--seed", "0",
+          "--no-tensorboard"]
+  for item in SPACE:
+    argv += ["--search", item]
+  for item in TINY:
+    argv += ["--set", item]
+  return argv + list(extra)
+
+
+def _evals(run_dir):
+  return [(r["step"], r.get("mean_score")) for r in read_metrics(run_dir)
+          if r["phase"] == "eval"]
+
+
+# --------------------------------------------------------------------------- the grammar
+
+
+def test_the_grammar_parses_every_distribution():
+  p = parse("learning_rate=loguniform(1e-4, 1e-2)")
+  assert (p.key, p.kind, p.low, p.high) == ("learning_rate", "loguniform", 1e-4, 1e-2)
+  assert parse("agent.clip_range=uniform(0.1,0.3)").key == "agent.clip_range"
+  assert (parse("update_epochs=int(2,10)").low, parse("update_epochs=int(2,10)").high) == (2, 10)
+  assert parse("activation=choice(tanh,relu)").choices == ("tanh", "relu")
+  assert parse("policy_layers=choice((64,64),(128,))").choices == ("(64,64)", "(128,)")
+  assert [p.key for p in parse_space({"a": "int(1,2)", "b": "choice(x,y)"})] == ["a", "b"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("learning_rate", "does not parse: expected KEY=loguniform(LOW,HIGH)"),
+    ("learning_rate=normal(0,1)", "unknown distribution 'normal'"),
+    ("learning_rate=uniform(0.1)", "exactly two bounds"),
+    ("learning_rate=uniform(a,1)", "'a' is not a number"),
+    ("update_epochs=int(1,2.5)", "int bounds are integers"),
+    ("activation=choice(tanh)", "two or more values"),
+    ("learning_rate=loguniform(1e-2,1e-4)", "bounds in the wrong order"),
+    ("learning_rate=loguniform(0,1)", "0 < LOW"),
+])
+def test_the_grammar_refuses_what_does_not_parse(text, message):
+  with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    parse(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("num_epochs=int(2,10)", "Did you mean update_epochs"),
+    ("discount=uniform(0.9,1.5)", "discount must be in [0, 1]"),
+    ("update_epochs=uniform(1,10)", "expects int"),
+    ("activation=choice(tanh,sigmoid)", "sigmoid"),
+])
+def test_keys_and_ranges_are_checked_against_the_config(text, message):
+  exp = configs.get("cartpole_fused")
+  with pytest.raises(ConfigError) as error:
+    check_space(exp, parse_space([text]), [])
+  assert message in str(error.value)
+
+
+def test_a_key_given_twice_or_also_set_is_refused():
+  with pytest.raises(ConfigError, match="more than once"):
+    parse_space(["discount=uniform(0.9,0.99)", "discount=uniform(0.8,0.9)"])
+  with pytest.raises(ConfigError, match="both --set and --search"):
+    check_space(configs.get("cartpole_fused"), parse_space(["discount=uniform(0.9,0.99)"]),
+                ["discount=0.9"])
+
+
+def test_the_objective_is_the_best_or_last_evaluation(tmp_path):
+  from batchrl.tune.options import TuneOptions
+  from batchrl.tune.trial import objective_of
+  records = [{"step": 1, "phase": "eval", "mean_score": 3.0},
+             {"step": 1, "phase": "train", "mean_score": 99.0},
+             {"step": 2, "phase": "eval", "mean_score": None},  # no episode ended
+             {"step": 3, "phase": "eval", "mean_score": 5.0},
+             {"step": 4, "phase": "eval", "mean_score": 4.0}]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  assert objective_of(tmp_path, TuneOptions()) == 5.0
+  assert objective_of(tmp_path, TuneOptions(direction="minimize")) == 3.0
+  assert objective_of(tmp_path, TuneOptions(objective="last")) == 4.0
+  assert math.isnan(objective_of(tmp_path, TuneOptions(metric="episodes")))  # none reported
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--search", "clip_range=uniform(0.3"], "does not parse"),
+    (["--search", "num_epochs=int(2,10)"], "Did you mean update_epochs"),
+    (["--search", "clip_range=uniform(0.3,0.1)"], "wrong order"),
+    (["--search", "discount=uniform(0.5,2)"], "discount must be in [0, 1]"),
+    (["--trials", "0"], "--trials must be >= 1"),
+    (["--metric", "loss"], "not an evaluation metric"),
+    (["--sampler", "grid", "--search", "clip_range=uniform(0.1,0.3)"], "continuous range"),
+])
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(change, message, tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  assert main(_tune_argv(logdir) + change) == 2
+  err = capsys.readouterr().err.strip()
+  assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_batch_trials_need_in_graph_envs(tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  assert main(_tune_argv(logdir, "--batch-trials", "2", config="cartpole")) == 2
+  err = capsys.readouterr().err.strip()
+  assert "needs in-graph environments" in err and len(err.splitlines()) == 1
+  assert not logdir.exists()
+
+
+def test_bad_input_from_the_shell_is_one_line(tmp_path):
+  logdir = tmp_path / "logs"
+  result = subprocess.run(
+      [sys.executable, "-m", "batchrl", *_tune_argv(logdir, "--search", "x=lognormal(1,2)")],
+      capture_output=True, text=True, timeout=120,
+      env={**os.environ, "BATCHRL_COMPILATION_CACHE": "0"})
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      "batchrl tune: error: --search 'x=lognormal(1,2)' does not parse: unknown distribution "
+      "'lognormal'; expected KEY=loguniform(LOW,HIGH), KEY=uniform(LOW,HIGH), "
+      "KEY=int(LOW,HIGH) or KEY=choice(A,B,...)."]
+  assert not logdir.exists()
+
+
+def test_train_config_file_errors_are_one_line(tmp_path, capsys):
+  bad = tmp_path / "bad.yaml"
+  bad.write_text("run: [1, 2\n")
+  for path, message in ((tmp_path / "missing.yaml", "does not exist"),
+                        (bad, "is not valid YAML")):
+    assert main(["train", "--config", str(path), "--logdir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+  bad.write_text(yaml.safe_dump({"config": "x", "agent": "ppo", "run": {"stepz": 1}, "ppo": {}}))
+  assert main(["train", "--config", str(bad), "--logdir", str(tmp_path / "r")]) == 2
+  assert "stepz" in capsys.readouterr().err
+  assert not (tmp_path / "r").exists()
+
+
+def test_interrupted_trials_are_queued_again_once_and_failed_ones_never(tmp_path):
+  from batchrl.tune import study as studies
+  from batchrl.tune.options import TuneOptions
+  exp = configs.get("cartpole_fused")
+  ident = studies.identity(exp, parse_space(SPACE), TuneOptions())
+  study = studies.create(optuna, tmp_path, ident)
+  killed = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-3, 3e-3)})
+  failed = study.ask({"learning_rate": optuna.distributions.FloatDistribution(1e-3, 3e-3)})
+  failed.set_user_attr(studies.FAILED, "values that clash")
+  study.tell(failed, state=optuna.trial.TrialState.FAIL)
+  assert studies.requeue_interrupted(optuna, study) == [killed.number]  # its process died
+  assert studies.requeue_interrupted(optuna, study) == []  # once
+  trials = study.get_trials()
+  assert [t.state.name for t in trials] == ["FAIL", "FAIL", "WAITING"]
+  assert studies.done_trials(optuna, study) == 1  # the clash counts; the killed one does not
+  again = study.ask()  # the queued trial comes first, with the killed one's values
+  assert again.suggest_float("learning_rate", 1e-3, 3e-3) == trials[0].params["learning_rate"]
+  assert again.user_attrs[studies.RESUMES] == killed.number
+  loaded = studies.load(optuna, tmp_path, ident)
+  assert loaded.user_attrs["config"] == "cartpole_fused"
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def search_dir(tmp_path_factory):
+  """A finished 2-trial grid search of tiny cartpole_fused runs, shared by readers."""
+  logdir = tmp_path_factory.mktemp("tune")
+  assert main(_tune_argv(logdir)) == 0
+  return logdir / "T-cartpole_fused-tune"
+
+
+@pytest.mark.slow
+def test_a_search_writes_trial_runs_a_study_and_best_yaml(search_dir, capsys):
+  study = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+  lrs = [t.params["learning_rate"] for t in study.trials]
+  assert len(set(lrs)) == 2 and all(1e-3 <= lr <= 3e-3 for lr in lrs)
+  for t in study.trials:
+    run = search_dir / "trials" / str(t.number)
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["ppo"]["learning_rate"] == t.params["learning_rate"]
+    assert saved["run"]["steps"] == 2048
+    evals = _evals(run)
+    assert [s for s, _ in evals] == [512, 1024, 1536, 2048]
+    assert t.value == max(v for _, v in evals if v is not None)  # the best evaluation
+    assert (run / "checkpoints").is_dir()
+  best = yaml.safe_load((search_dir / "best.yaml").read_text())
+  assert best["ppo"]["learning_rate"] == study.best_trial.params["learning_rate"]
+
+
+@pytest.mark.slow
+def test_best_yaml_round_trips_through_train_config(search_dir, tmp_path):
+  study = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
+  best_run = search_dir / "trials" / str(study.best_trial.number)
+  assert main(["train", "--config", str(search_dir / "best.yaml"), "--logdir", str(tmp_path),
+               "--timestamp", "B", "--no-tensorboard", "--no-progress"]) == 0
+  run = tmp_path / "B-cartpole_fused"
+  assert yaml.safe_load((run / "config.yaml").read_text()) == yaml.safe_load(
+      (best_run / "config.yaml").read_text())
+  assert _evals(run) == _evals(best_run)  # same config, same seed: the same run
+
+
+@pytest.mark.slow
+def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path):
+  """A search stopped by Ctrl-C in trial 1 (``stop``: what the CLI's first Ctrl-C sets),
+  run again: trial 0 is kept as it was, trial 1 runs again with its values from its
+  checkpoint (as trial 2), and nothing more."""
+  from batchrl.tune import search
+  logdir = tmp_path / "logs"
+  tune_dir = logdir / "T-cartpole_fused-tune"
+  calls = []
+
+  def ctrl_c():  # asked after every train phase but a run's last: 3 in trial 0, then trial 1
+    calls.append(1)
+    return len(calls) == 5  # trial 1 after its second phase: it checkpoints at 1024
+
+  with pytest.raises(KeyboardInterrupt):
+    search("cartpole_fused", SPACE, trials=2, logdir=logdir, timestamp="T", overrides=TINY,
+           sampler="random", pruner="none", seed=0, tensorboard=False, stop=ctrl_c)
+  first = (tune_dir / "trials" / "0" / "metrics.jsonl").read_text()
+  assert _evals(tune_dir / "trials" / "1") == _evals(search_dir / "trials" / "1")[:1]
+  assert checkpoint.latest_step(tune_dir / "trials" / "1" / "checkpoints") == 1024
+
+  assert main(_tune_argv(logdir)) == 0  # the same command again
+  study = optuna.load_study(study_name=None, storage=f"sqlite:///{tune_dir / 'study.db'}")
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+  assert study.trials[2].params == study.trials[1].params
+  assert (tune_dir / "trials" / "0" / "metrics.jsonl").read_text() == first  # not repeated
+  assert not (tune_dir / "trials" / "1").exists()
+  # continued from step 1024 (the evaluation due there was skipped to stop quickly), the
+  # same run as the uninterrupted one with the same values
+  uninterrupted = _evals(search_dir / "trials" / "1")
+  assert _evals(tune_dir / "trials" / "2") == [uninterrupted[0], *uninterrupted[2:]]
+  assert main(_tune_argv(logdir)) == 0  # complete: runs nothing
+  assert len(optuna.load_study(study_name=None,
+                               storage=f"sqlite:///{tune_dir / 'study.db'}").trials) == 3
+
+
+@pytest.mark.slow
+def test_a_study_of_another_config_or_settings_is_refused(search_dir, tmp_path, capsys):
+  other = tmp_path / "T-pendulum_fused-tune"
+  shutil.copytree(search_dir, other)
+  before = sorted(p.relative_to(other) for p in other.rglob("*"))
+  result = subprocess.run(
+      [sys.executable, "-m", "batchrl", *_tune_argv(tmp_path, config="pendulum_fused")],
+      capture_output=True, text=True, timeout=120,
+      env={**os.environ, "BATCHRL_COMPILATION_CACHE": "0"})
+  assert result.returncode == 2
+  assert len(result.stderr.strip().splitlines()) == 1
+  assert "is a search of config 'cartpole_fused', not 'pendulum_fused'" in result.stderr
+  assert sorted(p.relative_to(other) for p in other.rglob("*")) == before
+  same = tmp_path / "T-cartpole_fused-tune"
+  shutil.copytree(search_dir, same)
+  assert main(_tune_argv(tmp_path, "--set", "discount=0.9")) == 2
+  err = capsys.readouterr().err
+  assert "other settings" in err and "ppo.discount: 0.99 saved, 0.9 given" in err
+
+
+@pytest.mark.slow
+def test_pruning_stops_a_hopeless_trial_and_says_so(tmp_path):
+  from batchrl.tune import search
+  # CartPole scores at most 500: below 1000 every trial is hopeless at its first evaluation
+  study = search("cartpole_fused", SPACE, trials=1, logdir=tmp_path, timestamp="T",
+                 overrides=TINY, sampler="random", seed=0, tensorboard=False,
+                 pruner=optuna.pruners.ThresholdPruner(lower=1000.0))
+  (trial,) = study.trials
+  assert trial.state.name == "PRUNED"
+  run = tmp_path / "T-cartpole_fused-tune" / "trials" / "0"
+  records = read_metrics(run)
+  assert records[-1]["phase"] == "eval" and records[-1]["step"] == 512
+  assert records[-1]["stopped"].startswith("pruned by the")
+  assert [r["step"] for r in records] == [512, 512]  # it trained no further
+  assert not (tmp_path / "T-cartpole_fused-tune" / "best.yaml").exists()
+  assert json.loads(json.dumps(trial.intermediate_values)) == {
+      "512": records[-1]["mean_score"]}
+
+
+@pytest.mark.slow
+def test_trials_in_one_program_equal_the_same_values_run_one_at_a_time(search_dir, tmp_path):
+  """The fixture's two learning rates trained side by side (vmapped over the values) give
+  the same runs as each alone."""
+  from batchrl.tune import search
+  alone = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
+  study = search("cartpole_fused", SPACE, trials=2, logdir=tmp_path, timestamp="T",
+                 overrides=TINY, sampler="random", pruner="none", seed=0, tensorboard=False,
+                 batch_trials=2)
+  tune_dir = tmp_path / "T-cartpole_fused-tune"
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+  for batched, one in zip(study.trials, alone.trials):
+    assert batched.params == one.params  # the same values
+    evals = _evals(tune_dir / "trials" / str(batched.number))
+    evals_one = _evals(search_dir / "trials" / str(one.number))
+    assert [s for s, _ in evals] == [s for s, _ in evals_one] == [512, 1024, 1536, 2048]
+    np.testing.assert_allclose([v for _, v in evals], [v for _, v in evals_one], rtol=1e-5)
+    assert batched.value == pytest.approx(one.value, rel=1e-5)
+  # each batched trial is a normal run directory, with its config and checkpoints
+  run = tune_dir / "trials" / "1"
+  assert yaml.safe_load((run / "config.yaml").read_text())["ppo"]["learning_rate"] == \
+      study.trials[1].params["learning_rate"]
+  assert [c.step for c in checkpoint.list_checkpoints(run / "checkpoints")][-1] == 2048
+
+
+@pytest.mark.slow
+def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
+  from batchrl.tune import search
+  study = search("cartpole_fused", SPACE, trials=2, logdir=tmp_path, timestamp="T",
+                 overrides=TINY, sampler="random", seed=0, tensorboard=False, batch_trials=2,
+                 pruner=optuna.pruners.ThresholdPruner(lower=1000.0))
+  assert [t.state.name for t in study.trials] == ["PRUNED", "PRUNED"]
+  for t in study.trials:
+    run = tmp_path / "T-cartpole_fused-tune" / "trials" / str(t.number)
+    records = read_metrics(run)
+    assert [(r["step"], r["phase"]) for r in records] == [(512, "train"), (512, "eval")]
+    assert records[-1]["stopped"].startswith("pruned by the ThresholdPruner at step 512")
+    assert checkpoint.latest_step(run / "checkpoints") == 512
