@@ -34,11 +34,12 @@ computes for microseconds, less than handing it to another thread costs. Set
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -50,6 +51,9 @@ from batchrl.agents.fast_path import DeferredCommits, fast_plan
 from batchrl.agents.runtime import STAGE_DEPTH, build_runtime
 from batchrl.agents.states import all_finite
 from batchrl.configclass import ConfigError
+from batchrl.errors import UserInputError
+from batchrl.export import export_agent
+from batchrl.networks.layers import NetworkSpecError
 
 # the errors are public here too: ``from batchrl.agent import AgentUsageError``
 __all__ = ["Agent", "AgentUsageError", "StateError", "StreamAheadError"]
@@ -98,6 +102,28 @@ def _resolve_network(network: Any) -> Any:
   if _looks_like_path(network):
     return _load_json(network, "network spec")
   return network
+
+
+@contextlib.contextmanager
+def _naming_spec_files(agent: Any, network: Any) -> Iterator[None]:
+  """A mistake in a spec read from a JSON file names the file (the user edits the file, not
+  the dict it became), and comes without the chained traceback of where it was found."""
+  try:
+    yield
+  except UserInputError as e:
+    is_network = isinstance(e, NetworkSpecError) or isinstance(e.__cause__, NetworkSpecError)
+    what, path = ("network", network) if is_network else ("agent", agent)
+    if not _looks_like_path(path) or str(path) in str(e):
+      raise
+    message = f"{what} spec file {str(path)!r}: {e}"
+    try:
+      renamed = type(e)(message)
+    except TypeError:  # an error type with its own constructor
+      renamed = ConfigError(message)
+    # a user's mistake needs no traceback; anything else wrapped in one keeps its cause
+    cause = e.__cause__
+    raise renamed from (None if cause is None or isinstance(cause, UserInputError)
+                        else cause)
 
 
 def _prefer_inline_dispatch() -> None:
@@ -176,7 +202,8 @@ class Agent:
       **agent_kwargs: the agent's own keys (each agent's ``keys.py``, e.g.
         ``batchrl.agents.ppo.keys``).
     """
-    name, kwargs = _resolve_agent(agent, agent_kwargs)
+    with _naming_spec_files(agent, network):
+      name, kwargs = _resolve_agent(agent, agent_kwargs)
     if environment is not None:
       if states is not None or actions is not None:
         raise ConfigError("give environment= or states=/actions=, not both.")
@@ -187,12 +214,13 @@ class Agent:
                         "environment=.")
     if seed is None:
       seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-    spec = dict(type=name, states=states, actions=actions,
-                max_episode_timesteps=max_episode_timesteps,
-                network=_resolve_network(network), preprocessing=preprocessing,
-                reward_preprocessing=reward_preprocessing, exploration=exploration,
-                seed=seed, parallel_interactions=parallel_interactions, config=kwargs)
-    return cls(_jsonable(spec))
+    with _naming_spec_files(agent, network):
+      spec = dict(type=name, states=states, actions=actions,
+                  max_episode_timesteps=max_episode_timesteps,
+                  network=_resolve_network(network), preprocessing=preprocessing,
+                  reward_preprocessing=reward_preprocessing, exploration=exploration,
+                  seed=seed, parallel_interactions=parallel_interactions, config=kwargs)
+      return cls(_jsonable(spec))
 
   def __init__(self, spec: dict):
     """Use ``Agent.create`` or ``Agent.load``; ``spec`` is what ``agent.spec`` returns."""
@@ -241,6 +269,15 @@ class Agent:
   @property
   def max_episode_timesteps(self) -> int | None:
     return self.spec["max_episode_timesteps"]
+
+  @property
+  def timesteps_per_update(self) -> int | None:
+    """Timesteps (over all streams) from one update to the next where that is fixed and
+    every update learns (PPO's ``batch_size``); None where the first learning update waits
+    for something else (a replay agent's ``first_update``, whole episodes)."""
+    if self._period is None or self._learned is not None:
+      return None
+    return self._period * self._n
 
   @property
   def _state(self):
@@ -492,7 +529,7 @@ class Agent:
     if type(reward) is float:  # one stream's reward, the common case: no array needed
       rewards, batched = np.float32(reward), False
     else:
-      rewards = np.asarray(reward, np.float32)
+      rewards = _rewards_array(reward)
       if rewards.ndim > 1:
         raise AgentUsageError(f"reward must be one value or a batch [k], got shape "
                               f"{rewards.shape}.")
@@ -606,12 +643,24 @@ class Agent:
     """DQFD: adds demonstrations to the demonstration memory (TensorForce's name).
 
     ``demonstrations``: as ``import_observations``'s ``observations``; checked the same
-    way."""
-    self._host_method("import_demonstrations", demonstrations)
+    way. More than the memory holds grows it (``spec["config"]["demo_memory_capacity"]``
+    follows, so ``save``/``load`` keep them all; the next act compiles again)."""
+    self._respec(self._host_method("import_demonstrations", demonstrations))
 
   def set_demonstrations(self, batch) -> None:
     """DQFD: replaces the stored demonstrations by ``batch`` (as ``import_demonstrations``)."""
-    self._host_method("set_demonstrations", batch)
+    self._respec(self._host_method("set_demonstrations", batch))
+
+  def _respec(self, changes: dict | None) -> None:
+    """After a host method that changed the model's config (``changes``: agent keys and
+    values, e.g. a grown demonstration memory): the spec, and the runtime built from it,
+    follow; the state (already of the new shapes) is kept."""
+    if not changes:
+      return
+    self._sync()
+    self.spec = {**self.spec, "config": {**(self.spec.get("config") or {}), **changes}}
+    self._rt = build_runtime(self.spec)
+    self._fast, self._fast_refusal = None, None  # both belong to the old runtime
 
   def pretrain(self, steps: int) -> dict[str, float]:
     """DQFD: ``steps`` updates on the demonstrations alone; returns their mean metrics.
@@ -647,6 +696,13 @@ class Agent:
     path = checkpoint.save(directory, self.timesteps, self._state, config=self.spec,
                            counters=self._counters(), keep=keep)
     return str(path)
+
+  def export(self, path, format: str = "onnx") -> str:
+    """Writes the deterministic policy (``act(..., deterministic=True, independent=True)``,
+    preprocessing and normalization included) to ``path`` as a file that runs without
+    batchrl: ``format="onnx"`` (onnxruntime; needs ``pip install "batchrl[export]"``) or
+    ``"jax"`` (``jax.export`` StableHLO). Returns the path; see ``batchrl.export``."""
+    return str(export_agent(self._rt, self._state, path, format))
 
   def _counters(self) -> dict:
     return {"timesteps": self.timesteps, "episodes": self.episodes, "updates": self.updates,
@@ -693,6 +749,16 @@ class Agent:
     runtime, shared by agents of the same spec but for the seed: they go once no agent
     holds it and it has left ``batchrl.agents.runtime``'s small cache of recent runtimes."""
     self._sync()
+
+
+def _rewards_array(reward) -> np.ndarray:
+  """``reward`` as float32, or an error that says it is the reward that is wrong (numpy's
+  own says only that a string is not a float)."""
+  try:
+    return np.asarray(reward, np.float32)
+  except (TypeError, ValueError):
+    raise AgentUsageError(f"reward must be a number or a batch [k] of numbers, got "
+                          f"{reward!r}.") from None
 
 
 def _learning_updates(model: Model, state) -> int | None:

@@ -1,11 +1,19 @@
-"""The ``batchrl`` command: ``train``, ``visualize``, ``configs``, ``run`` and ``plot``.
+"""The ``batchrl`` command: ``train``, ``visualize``, ``export``, ``configs``, ``run``, ``plot``
+and ``tune``.
 
     batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
                   [--set key=value ...] [--ray [--address ADDR] [--runners N]
                   [--envs-per-runner M] [--max-restarts R] [--runner-timeout S]]
     batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
                       [--checkpoint PATH] [--allow-untrained]
+    batchrl export --logdir runs/<T>-pendulum --out policy.onnx [--checkpoint STEP]
+                   [--format onnx|jax]
     batchrl configs [NAME]
+    batchrl tune --config NAME --logdir runs --trials N --search KEY=EXPR [--search ...]
+                 [--set key=value ...] [--timestamp T] [--metric mean_score]
+                 [--direction maximize|minimize] [--objective best|last]
+                 [--sampler tpe|random|grid] [--pruner median|hyperband|none] [--seed S]
+                 [--seeds-per-trial K] [--batch-trials B] [--no-tensorboard]
     batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
@@ -17,6 +25,7 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
 import sys
 from typing import ContextManager
 
@@ -30,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
   sub = parser.add_subparsers(dest="command", required=True)
 
   train = sub.add_parser("train", help="train a named config (resumes an existing run)")
-  train.add_argument("--config", required=True, help="named config (see `batchrl configs`)")
+  train.add_argument("--config", required=True, help="named config (see `batchrl configs`) "
+                     "or a config file (a run's config.yaml, a search's best.yaml)")
   train.add_argument("--logdir", required=True, help="directory holding run directories")
   train.add_argument("--timestamp", help="run directory prefix; an existing run resumes")
   train.add_argument("--seed", type=int, help="shortcut for --set run.seed=S")
@@ -51,9 +61,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="record a freshly initialised policy when there is no checkpoint")
   vis.add_argument("--seed", type=int, default=0)
 
+  export = sub.add_parser("export", help="write a run's policy as a file that runs without "
+                          "batchrl (ONNX, or jax.export StableHLO)")
+  export.add_argument("--logdir", required=True, help="the run directory (<T>-<config>)")
+  export.add_argument("--checkpoint", type=int, metavar="STEP",
+                      help="the checkpoint's step (default: the latest good one)")
+  export.add_argument("--out", required=True, help="file to write, e.g. policy.onnx")
+  export.add_argument("--format", default="onnx", help="onnx (default; needs "
+                      "pip install \"batchrl[export]\") or jax")
+
   configs = sub.add_parser("configs", help="list named configs, or show one")
   configs.add_argument("name", nargs="?")
   _add_run_parser(sub)
+  _add_tune_parser(sub)
   plot = sub.add_parser("plot", help="learning curves of runs (eval and train) into an image")
   plot.add_argument("paths", nargs="+", metavar="RUN_OR_LOGDIR")
   plot.add_argument("--x", choices=("steps", "time"), default="steps",
@@ -132,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
       return _run(args)
     if args.command == "plot":
       return _plot(args)
+    if args.command == "export":
+      return _export(args)
+    if args.command == "tune":
+      return _tune(args)
     return _configs(args)
   except (UserInputError, CheckpointError, FileNotFoundError) as e:
     # A mistake in what the user gave: one line, no traceback. Anything else is a bug and
@@ -144,9 +168,8 @@ def main(argv: list[str] | None = None) -> int:
   except BrokenPipeError:  # output piped into e.g. `head`, which closed early
     sys.stderr.close()
     return 0
-  except KeyboardInterrupt:
-    print(f"batchrl {args.command}: interrupted; the last checkpoint is kept.",
-          file=sys.stderr)
+  except KeyboardInterrupt:  # (`batchrl train` says itself what a stopped run kept)
+    print(f"batchrl {args.command}: interrupted.", file=sys.stderr)
     return 130
 
 
@@ -165,10 +188,10 @@ def _enable_compilation_cache() -> None:
 
 def _train(args) -> int:
   from batchrl import configs
-  from batchrl.train import build, local, loop, rundir
+  from batchrl.train import build, interrupt, local, loop, rundir
 
   _enable_compilation_cache()
-  exp = configs.get(args.config)
+  exp = configs.load(args.config)
   ray = _ray_options(args)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   overrides += ray.overrides() if ray else []
@@ -177,22 +200,65 @@ def _train(args) -> int:
   if ray:  # before a run directory exists; a resumed run splits its saved num_envs
     from batchrl import distributed
     distributed.preflight(exp, ray, args.seeds)
-  build.check_env(exp.run)
+  build.check_env(exp.run, exp)  # the env, its preprocessing and the agent's networks
   run_dir = rundir.run_directory(args.logdir, exp.name, args.timestamp)
+  resume = _resume_command(args, timestamp=run_dir.name[:-len(exp.name) - 1])
   existed = run_dir.exists()
   exp, resumed = rundir.prepare_run(run_dir, exp, overrides if args.timestamp else [])
-  log.info("%s run %s", "Resuming" if resumed else "Starting", run_dir)
+  ctrl_c = interrupt.CtrlC("Ctrl-C: finishing the current update, then saving a checkpoint "
+                           "(Ctrl-C again stops at once).",
+                           kept=lambda: _kept(run_dir, resume, at_once=True))
   try:
-    with _trainer(exp, run_dir, args.seeds, ray) as trainer:
-      result = loop.run(trainer, progress=not args.no_progress and sys.stderr.isatty(),
-                        use_tensorboard=not args.no_tensorboard)
+    with ctrl_c:
+      log.info(rundir.start_message(run_dir, resumed))
+      with _trainer(exp, run_dir, args.seeds, ray) as trainer:
+        result = loop.run(trainer, progress=not args.no_progress and sys.stderr.isatty(),
+                          use_tensorboard=not args.no_tensorboard,
+                          stop=lambda: ctrl_c.requested)
+        stopped = trainer.iteration < trainer.plan["total"]
   except UserInputError:
     if not existed:
       rundir.remove_new_run(run_dir)
     raise
+  except KeyboardInterrupt:  # the second Ctrl-C
+    log.warning(_kept(run_dir, resume, at_once=True))
+    return interrupt.EXIT_CODE
+  if stopped:  # the first Ctrl-C: the loop checkpointed and returned
+    log.warning(_kept(run_dir, resume, at_once=False))
+    return interrupt.EXIT_CODE
   if result:
     log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
   return 0
+
+
+def _resume_command(args, timestamp: str) -> str:
+  """The ``batchrl train`` command that resumes this run: its flags, and its timestamp."""
+  argv = ["batchrl", "train", "--config", args.config, "--logdir", args.logdir,
+          "--timestamp", timestamp]
+  for flag, value in (("--seed", args.seed), ("--seeds", args.seeds)):
+    argv += [flag, str(value)] if value is not None else []
+  for override in args.overrides:
+    argv += ["--set", override]
+  argv += ["--no-progress"] * args.no_progress + ["--no-tensorboard"] * args.no_tensorboard
+  argv += ["--ray"] * args.ray
+  for flag, value in (("--address", args.address), ("--runners", args.runners),
+                      ("--envs-per-runner", args.envs_per_runner),
+                      ("--max-restarts", args.max_restarts),
+                      ("--runner-timeout", args.runner_timeout)):
+    argv += [flag, str(value)] if value is not None else []
+  return shlex.join(argv)
+
+
+def _kept(run_dir, resume: str, *, at_once: bool) -> str:
+  """What a run stopped by Ctrl-C keeps, and how to go on."""
+  from batchrl.train import rundir
+  step = rundir.kept_step(run_dir)
+  how = "Stopped at once" if at_once else "Stopped"
+  if step is None:
+    return (f"{how}: no checkpoint was written; this command starts the run again from "
+            f"step 0:\n  {resume}")
+  return (f"{how}: the checkpoint at step {step} is kept in {run_dir}/checkpoints. "
+          f"Resume with:\n  {resume}")
 
 
 def _trainer(exp, run_dir, seeds: int | None, ray) -> ContextManager:
@@ -203,6 +269,64 @@ def _trainer(exp, run_dir, seeds: int | None, ray) -> ContextManager:
     return contextlib.closing(LocalTrainer(exp, run_dir, seeds=seeds))
   from batchrl import distributed
   return distributed.trainer_on_ray(exp, run_dir, ray, seeds)
+
+
+def _add_tune_parser(sub) -> None:
+  tune = sub.add_parser("tune", help="search hyperparameters of a config with Optuna (pip "
+                        "install \"batchrl[tune]\"); each trial is a run directory")
+  tune.add_argument("--config", required=True, help="named config or a config file")
+  tune.add_argument("--logdir", required=True, help="the search goes to "
+                    "LOGDIR/<timestamp>-<config>-tune (study.db, trials/<n>/, best.yaml)")
+  tune.add_argument("--timestamp", help="search directory prefix; an existing search resumes")
+  tune.add_argument("--trials", type=int, required=True,
+                    help="trials the study holds when done (a resumed search runs the rest)")
+  tune.add_argument("--search", action="append", required=True, metavar="KEY=EXPR",
+                    help="a searched key (repeatable): KEY=loguniform(LOW,HIGH), "
+                    "uniform(LOW,HIGH), int(LOW,HIGH) or choice(A,B,...)")
+  tune.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="KEY=VALUE", help="override a config field in every trial")
+  tune.add_argument("--metric", default="mean_score", help="evaluation metric a trial is "
+                    "judged by (default mean_score)")
+  tune.add_argument("--direction", choices=("maximize", "minimize"), default="maximize")
+  tune.add_argument("--objective", choices=("best", "last"), default="best",
+                    help="a trial's best evaluation of the metric, or its last")
+  tune.add_argument("--sampler", choices=("tpe", "random", "grid"), default="tpe")
+  tune.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
+                    help="stops trials whose evaluations are hopeless (default median)")
+  tune.add_argument("--seed", type=int, help="seeds the sampler and every trial (run.seed)")
+  tune.add_argument("--seeds-per-trial", type=int, default=1, metavar="K",
+                    help="seeds per trial; the objective is their mean (default 1)")
+  tune.add_argument("--batch-trials", type=int, default=1, metavar="B",
+                    help="train up to B trials side by side in one compiled program, "
+                    "vmapped over their float values (gymnax configs; default 1)")
+  tune.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
+
+
+def _tune(args) -> int:
+  from batchrl import tune
+  from batchrl.train import interrupt
+
+  _enable_compilation_cache()
+  ctrl_c = interrupt.CtrlC(
+      "Ctrl-C: the trial under way stops after its current update and saves a checkpoint; "
+      "the same command (with its --timestamp) resumes the search. Ctrl-C again stops at "
+      "once.",
+      kept=lambda: "Stopped at once; the same command (with its --timestamp) resumes the "
+      "search from the trials' last checkpoints.")
+  with ctrl_c:
+    study = _search(args, tune, stop=lambda: ctrl_c.requested)
+  print(tune.table(study))
+  return 0
+
+
+def _search(args, tune, stop):
+  """``batchrl.tune.search`` with the command line's values."""
+  return tune.search(args.config, args.search, trials=args.trials, logdir=args.logdir,
+                     timestamp=args.timestamp, overrides=args.overrides,
+                     sampler=args.sampler, pruner=args.pruner, metric=args.metric,
+                     direction=args.direction, objective=args.objective, seed=args.seed,
+                     seeds_per_trial=args.seeds_per_trial, batch_trials=args.batch_trials,
+                     tensorboard=not args.no_tensorboard, stop=stop)
 
 
 def _visualize(args) -> int:
@@ -217,6 +341,13 @@ def _visualize(args) -> int:
   for episode in result["episodes"]:
     log.info("Episode %d: return %.2f, length %d -> %s", episode["index"], episode["return"],
              episode["length"], episode["video"])
+  return 0
+
+
+def _export(args) -> int:
+  from batchrl.export_run import export_run
+  path, source = export_run(args.logdir, args.out, step=args.checkpoint, format=args.format)
+  print(f"Wrote {path} ({args.format}, checkpoint {source})")
   return 0
 
 
@@ -265,6 +396,22 @@ def _run_agent(args):
                       parallel_interactions=args.num_parallel or 1)
 
 
+def _no_update_line(agent, timesteps: int) -> str | None:
+  """Why a run of ``timesteps`` never updated the agent, and what one update needs; None
+  for agents that never learn (random, constant)."""
+  from batchrl.agents.families import family_of_type
+  if family_of_type(agent.spec["type"]).config_class is None:
+    return None
+  needed = agent.timesteps_per_update
+  if needed is not None:
+    return (f"No update ran: this {agent.spec['type']} agent updates every {needed} "
+            f"timesteps and the run took {timesteps}; give --timesteps {needed} or more "
+            "(or more --episodes), or a smaller batch in the agent spec.")
+  return (f"No update learned in {timesteps} timesteps: this {agent.spec['type']} agent "
+          "first learns once enough experience is stored (first_update for replay agents, "
+          "whole episodes for some); give more --timesteps or --episodes.")
+
+
 def _run(args) -> int:
   from batchrl.execution import Runner
 
@@ -293,6 +440,10 @@ def _run(args) -> int:
           f"{runner.timestep} timesteps)")
   else:
     print(f"No episode finished in {runner.timestep} timesteps.")
+  if not args.deterministic and agent.updates == 0:
+    line = _no_update_line(agent, runner.timestep)
+    if line:
+      print(line)
   if args.save:
     print(f"Saved the agent to {agent.save(args.save)}")
   agent.close()

@@ -81,7 +81,11 @@ def step(env, agent: Model, sim: SimState, *, mode: str = "observe",
                           out.final_obs, extras)
   agent_state, metrics = _hand_over(agent, sim.agent_state, transition, mode)
   done = jnp.logical_or(out.terminated, out.truncated)
-  ep_return = sim.episode_return + out.reward
+  # Scores: an env whose reward or episodes are shaped for learning (Atari: clipped rewards,
+  # a lost life ends the agent's episode) reports the raw ones in info (envs.preprocessed).
+  score_reward = out.info.get("score_reward", out.reward)
+  done = out.info.get("game_over", done)
+  ep_return = sim.episode_return + score_reward
   ep_length = sim.episode_length + 1
   new_sim = SimState(out.state, out.obs, agent_state, key,
                      jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length))

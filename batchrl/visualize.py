@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import imageio_ffmpeg
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +27,8 @@ from batchrl.agents.core import Transition
 from batchrl.configs import Experiment
 from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError
+from batchrl.envs.preprocessed import (GAME_OVER, SCORE_REWARD, build_env_stack,
+                                       has_score_channel, parse_spec, split_observation)
 from batchrl.experiment import CONFIG_FILE, build_model, build_env, close_env, make_host_env
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
@@ -77,7 +82,42 @@ def render_env(exp: Experiment):
     except gym.error.Error as e:
       raise ConfigError(f"cannot render gymnax env {run.env!r}: no Gymnasium env of the same "
                         f"id to film ({e}).") from None
-  return make_host_env(run.env, run.max_length, run.normalize_ranges, "rgb_array")
+  return make_host_env(run.env, run.max_length, run.normalize_ranges, "rgb_array",
+                       atari=run.atari)
+
+
+class Observer:
+  """What the policy sees of the recorded envs: the run's ``preprocessing`` (applied here on
+  the host, as ``PreprocessedEnv`` does in the compiled loop) and, for Atari, whole games with
+  raw scores while a lost life ends the agent's episode (``batchrl.envs.atari``)."""
+
+  def __init__(self, exp: Experiment, space, num_envs: int):
+    run = exp.run
+    self.scored = has_score_channel(space)
+    self.stack = None
+    if run.atari or run.preprocessing is not None:
+      self.stack = build_env_stack(parse_spec(run.preprocessing), space)
+      self.state = self.stack.init(num_envs)
+      self._process = jax.jit(lambda st, x, r: self.stack.process(st, x, r, update=False))
+
+  def __call__(self, obs: np.ndarray, reset: np.ndarray, keep: bool = True) -> np.ndarray:
+    """Processed observations ``[N, ...]``; ``reset`` marks streams whose episode begins;
+    ``keep=False`` leaves the stack's memory as it was (the last frames of ended episodes)."""
+    if self.stack is None:
+      return obs
+    state, y = self._process(self.state, jnp.asarray(obs), jnp.asarray(reset))
+    self.state = state if keep else self.state
+    y = np.asarray(y, np.float32)
+    return y.reshape(y.shape[:3] + (-1,)) if y.ndim == 5 else y  # frames as channels
+
+  def frames(self, obs_list) -> np.ndarray:
+    return np.stack([split_observation(o, self.scored)[0] for o in obs_list])
+
+  def score(self, obs, reward: float, ended: bool) -> tuple[float, bool]:
+    """(the step's raw score, whether the whole game is over)."""
+    if not self.scored:
+      return float(reward), ended
+    return float(obs[SCORE_REWARD]), bool(obs[GAME_OVER])
 
 
 def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
@@ -90,7 +130,9 @@ def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
   fill = np.arange(batch) % num_episodes
   act = jax.jit(agent.act, static_argnums=3)
   track = jax.jit(agent.track)
-  obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+  observe = Observer(exp, envs[0].observation_space, num_episodes)
+  raw = observe.frames([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+  obs = observe(raw, np.ones(num_episodes, bool))
   frames = [[env.render()] for env in envs]
   returns, lengths = np.zeros(num_episodes), np.zeros(num_episodes, int)
   running = np.ones(num_episodes, bool)
@@ -99,30 +141,67 @@ def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
     key, act_key = jax.random.split(key)
     action, extras = act(agent_state, jnp.asarray(obs[fill]), act_key, True)
     action = np.asarray(action)
-    next_obs, rewards = obs.copy(), np.zeros(num_episodes, np.float32)
-    ended = np.zeros(num_episodes, bool)
+    next_raw, rewards = raw.copy(), np.zeros(num_episodes, np.float32)
+    ended, game_over = np.zeros(num_episodes, bool), np.zeros(num_episodes, bool)
     for i in np.flatnonzero(running):
       o, r, term, trunc, _ = envs[i].step(action[i])
-      next_obs[i], rewards[i], ended[i] = o, r, term or trunc
-      returns[i] += r
+      score, game_over[i] = observe.score(o, r, term or trunc)
+      next_raw[i], rewards[i], ended[i] = observe.frames([o])[0], r, term or trunc
+      returns[i] += score
       lengths[i] += 1
       frames[i].append(envs[i].render())
+    next_obs = observe(next_raw, np.zeros(num_episodes, bool), keep=False)
     transition = Transition(jnp.asarray(obs[fill]), action, jnp.asarray(rewards[fill]),
                             jnp.asarray(ended[fill]), jnp.zeros(batch, bool),
                             jnp.asarray(next_obs[fill]), extras)
     agent_state = track(agent_state, transition)
-    running &= ~ended
-    obs = next_obs
+    running &= ~game_over
+    # a lost life ends the agent's episode, not the game: the env's reset continues it
+    for i in np.flatnonzero(ended & running):
+      next_raw[i] = observe.frames([envs[i].reset()[0]])[0]
+    raw = next_raw
+    obs = observe(raw, ended & running)
   fps = envs[0].metadata.get("render_fps", 30)
   for env in envs:
     env.close()
   return frames, returns, lengths, fps
 
 
+def write_video(path: Path, frames: list, fps: float) -> None:
+  """Encodes RGB frames ([H, W, 3] uint8) as an H.264 mp4 with imageio-ffmpeg's ffmpeg.
+
+  Why not ``imageio.mimsave``: imageio-ffmpeg starts ffmpeg with ``preexec_fn=os.setpgrp``
+  (so that Ctrl-C does not kill it mid-file), and a ``preexec_fn`` makes Python run its
+  at-fork hooks before the fork: JAX's hook then warns "os.fork() was called ... will likely
+  lead to a deadlock". ``process_group=0`` gives ffmpeg its own process group without any
+  Python in the child, so no hook runs. Settings as imageio's defaults (quality 5: crf 25).
+  """
+  height, width = np.asarray(frames[0]).shape[:2]
+  command = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-v", "error", "-f", "rawvideo",
+             "-pix_fmt", "rgb24", "-s", f"{width}x{height}",
+             "-r", str(Fraction(fps).limit_denominator()), "-i", "-", "-an",
+             "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-crf", "25",
+             "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",  # yuv420p needs even sides
+             str(path)]
+  ffmpeg = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, process_group=0)
+  try:
+    for frame in frames:
+      ffmpeg.stdin.write(np.ascontiguousarray(frame, np.uint8).tobytes())
+  except BrokenPipeError:  # ffmpeg stopped early: its own message is read below
+    pass
+  except BaseException:  # Ctrl-C: in its own process group, ffmpeg did not get the signal
+    ffmpeg.kill()
+    ffmpeg.wait()
+    raise
+  _, err = ffmpeg.communicate()
+  if ffmpeg.returncode != 0:
+    raise RuntimeError(f"ffmpeg could not write {path} (exit code {ffmpeg.returncode}): "
+                       f"{err.decode(errors='replace').strip()}")
+
+
 def visualize(run_dir, outdir, *, num_episodes: int = 1, checkpoint_path: str | None = None,
               allow_untrained: bool = False, seed: int = 0) -> dict[str, Any]:
-  import imageio.v2 as imageio
-
   if num_episodes < 1:
     raise ConfigError(f"--num-episodes must be >= 1, got {num_episodes}.")
   run_dir, outdir = Path(run_dir), Path(outdir)
@@ -135,7 +214,7 @@ def visualize(run_dir, outdir, *, num_episodes: int = 1, checkpoint_path: str | 
   episodes = []
   for i, clip in enumerate(frames):
     video = outdir / f"episode-{i:03d}.mp4"
-    imageio.mimsave(video, clip, fps=fps, macro_block_size=1)
+    write_video(video, clip, fps)
     episodes.append({"index": i, "return": float(returns[i]), "length": int(lengths[i]),
                      "video": str(video)})
   result = {"run": str(run_dir), "config": exp.name, "checkpoint": source,

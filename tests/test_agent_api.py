@@ -278,3 +278,32 @@ def test_quickstart_learns_cartpole():
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   assert module.main() >= 195.0
+
+
+def test_json_spec_errors_name_the_file_without_a_chained_traceback(tmp_path):
+  agent_file = tmp_path / "agent.json"
+  agent_file.write_text(json.dumps({"type": "ppo", "batch_sise": 8}))
+  with pytest.raises(ConfigError, match=r"agent spec file '.*agent\.json': unknown key "
+                     "'batch_sise'") as error:
+    Agent.create(str(agent_file), network=MLP, **CARTPOLE)
+  assert error.value.__cause__ is None and error.value.__suppress_context__
+  network_file = tmp_path / "net.json"
+  network_file.write_text(json.dumps([{"type": "dense", "size": "x"}]))
+  with pytest.raises(ConfigError, match=r"network spec file '.*net\.json': .*size") as error:
+    Agent.create("ppo", network=str(network_file), **CARTPOLE, **SMALL)
+  assert error.value.__cause__ is None and error.value.__suppress_context__
+  with pytest.raises(ConfigError, match="^unknown key 'batch_sise'"):  # no file: as before
+    Agent.create({"type": "ppo", "batch_sise": 8}, network=MLP, **CARTPOLE)
+
+
+def test_a_reward_that_is_not_a_number_is_named():
+  agent = small_agent()
+  agent.act(obs())
+  for reward in ("one", ["x"], {"r": 1}):
+    with pytest.raises(AgentUsageError, match="reward must be a number"):
+      agent.observe(reward)
+  agent.observe(1.0)  # nothing was recorded: the step goes on
+  parallel = small_agent(parallel_interactions=2)
+  parallel.act(np.stack([obs(), obs(1)]))
+  with pytest.raises(AgentUsageError, match=r"reward must be a number.*\['a', 'b'\]"):
+    parallel.observe(["a", "b"])

@@ -25,13 +25,15 @@ NETWORK_STATES = {
     "mlp2_64_network.json": dict(type="float", shape=(4,)),
     "cnn_dqn_network.json": dict(type="float", shape=(84, 84, 3)),
     "minatar_conv_network.json": dict(type="float", shape=(10, 10, 4)),  # MinAtar frames
+    "nature_cnn.json": dict(type="float", shape=(84, 84, 4)),  # Atari: 4 grayscale frames
     "multi_input_network.json": dict(image=dict(type="float", shape=(16, 16, 3)),
                                      position=dict(type="float", shape=(3,)),
                                      inventory=dict(type="int", shape=(4,), num_values=5)),
 }
 AGENT_CONFIGS = ("ppo.json", "ppo_cartpole.json")  # PPO's TensorForce keys
 OTHER_AGENT_CONFIGS = ("vpg.json", "trpo.json", "a2c.json", "ac.json", "dqn.json", "ddqn.json",
-                       "dqfd.json", "naf.json", "ddpg.json", "td3.json", "sac.json")
+                       "dqfd.json", "naf.json", "ddpg.json", "td3.json", "sac.json",
+                       "sac_discrete.json")
 # run on Pendulum-v1, the others on CartPole-v1
 CONTINUOUS = {"naf.json", "ddpg.json", "td3.json", "sac.json"}
 
@@ -82,7 +84,9 @@ def test_run_takes_every_agent_type(name, tmp_path, capsys):
                "--no-progress"]) == 0
   assert MEAN_LINE.search(capsys.readouterr().out)
   saved_type = json.loads((save / "agent.json").read_text())["type"]
-  assert saved_type.removesuffix("_agent") == name[:-5]
+  with open(os.path.join(CONFIGS, name)) as f:
+    spec_type = json.load(f)["type"].removesuffix("_agent")
+  assert saved_type.removesuffix("_agent") == spec_type and name.startswith(spec_type)
 
 
 def test_run_trains_prints_the_mean_saves_and_loads(tmp_path, capsys):
@@ -172,3 +176,39 @@ def test_network_configs_act_and_update(name):
     assert action in (0, 1, 2)
     agent.observe(reward=1.0, terminal=2 if t % 5 == 4 else 0)
   assert agent.updates == 1
+
+
+# ---------------------------------------------------------------------------------------
+# As the user meets them: the command in a subprocess.
+
+def _batchrl(*args: str, cwd=None):
+  import subprocess
+  import sys
+  return subprocess.run([sys.executable, "-m", "batchrl", *args], capture_output=True,
+                        text=True, cwd=cwd, timeout=600)
+
+
+def test_a_run_that_ends_before_its_first_update_says_so():
+  """ppo_cartpole.json updates every 4096 timesteps; 20 episodes are a few hundred."""
+  done = _batchrl("run", "CartPole-v1", "-a", os.path.join(CONFIGS, "ppo_cartpole.json"),
+                  "--episodes", "20", "--seed", "0", "--no-progress")
+  assert done.returncode == 0, done.stderr
+  last = done.stdout.strip().splitlines()[-1]
+  assert last.startswith("No update ran") and "every 4096 timesteps" in last, done.stdout
+  assert "--timesteps 4096" in last
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"type": "ppo", "learnin_rate": 1e-3}', "did you mean 'learning_rate'"),
+    ('{"type": "ppo", "learning_rate": "fast"}', "learning_rate.*expects float"),
+    ('{"type": "pp"}', "unknown agent type 'pp'"),
+    ('{"learning_rate": 1e-3}', "needs 'type'"),
+])
+def test_json_spec_errors_name_the_file_in_one_line(text, expected, tmp_path):
+  path = _write(tmp_path, "my_agent.json", text)
+  done = _batchrl("run", "CartPole-v1", "-a", path, "--episodes", "1", "--no-progress")
+  assert done.returncode == 2, done.stderr
+  err = done.stderr.strip()
+  assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+  assert err.startswith(f"batchrl run: error: agent spec file {path!r}: "), err
+  assert re.search(expected, err, re.IGNORECASE), err

@@ -207,13 +207,18 @@ def _act_program(parts: Parts, commit: str, flush: int, update: str, determinist
   return jax.jit(step, donate_argnums=0)
 
 
+def act_fresh(adapters: Adapters, model, state: AgentState, obs, key, deterministic: bool):
+  """``(action, extras)`` for states seen as episode starts, learned statistics kept: the
+  computation of independent acts, and of exported policies (``batchrl.export``)."""
+  processed = adapters.preprocess_fresh(state.preprocess, obs)
+  return model.act(state.model, processed, key, deterministic)
+
+
 def _independent_program(adapters: Adapters, model, deterministic: bool, with_carry: bool):
   def run(state: AgentState, obs, key, carry):
-    processed = adapters.preprocess_fresh(state.preprocess, obs)
-    model_state = state.model
     if with_carry:
-      model_state = model_state._replace(carry=carry)
-    action, extras = model.act(model_state, processed, key, deterministic)
+      state = state._replace(model=state.model._replace(carry=carry))
+    action, extras = act_fresh(adapters, model, state, obs, key, deterministic)
     return action, extras.get("carry", ()) if with_carry else ()
 
   return jax.jit(run)

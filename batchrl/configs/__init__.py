@@ -7,14 +7,21 @@ named experiments (``NAMED``); this package gathers them in one registry.
 """
 from __future__ import annotations
 
-from batchrl.configclass import Registry
-from batchrl.configs import a2c, actor_critic, naf_dqfd, pg, ppo, value_based
-from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides
+import os
+from pathlib import Path
 
-__all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "get", "names"]
+import yaml
+
+from batchrl.configclass import ConfigError, Registry
+from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, value_based
+from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides
+from batchrl.errors import UserInputError
+
+__all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "get", "load",
+           "names"]
 
 REGISTRY = Registry("config")
-for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic):
+for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic, atari):
   for _name, (_factory, _description) in _module.NAMED.items():
     REGISTRY.register(_name, _factory, _description)
 
@@ -26,3 +33,27 @@ def get(name: str) -> Experiment:
 
 def names() -> list[str]:
   return REGISTRY.names()
+
+
+def load(config: str) -> Experiment:
+  """``--config``: a named config, or a config file (a name ending in ``.yaml``/``.yml`` or
+  holding a path separator), written like a run's ``config.yaml`` or a search's ``best.yaml``."""
+  if not config.endswith((".yaml", ".yml")) and os.sep not in config and "/" not in config:
+    return get(config)
+  path = Path(config)
+  if not path.is_file():
+    raise ConfigError(f"config file {path} does not exist; --config takes a named config "
+                      "(see `batchrl configs`) or a file such as a run's config.yaml.")
+  try:
+    values = yaml.safe_load(path.read_text(encoding="utf-8"))
+  except (yaml.YAMLError, UnicodeDecodeError) as e:
+    raise ConfigError(f"config file {path} is not valid YAML: "
+                      f"{' '.join(str(e).split())}") from None
+  if not isinstance(values, dict) or not isinstance(values.get("run"), dict) \
+      or "config" not in values:
+    raise ConfigError(f"config file {path} is not an experiment config: expected the keys "
+                      "config, agent, run and the agent's section (as a run's config.yaml).")
+  try:
+    return Experiment.from_dict(values)
+  except UserInputError as e:
+    raise ConfigError(f"config file {path}: {e}") from None

@@ -36,6 +36,15 @@ class RunConfig:
                                  "truncation); None keeps the env's own limit.")
   normalize_ranges: bool = param(True, "gymnasium backend: map bounded observations and "
                                  "actions to [-1, 1] (RangeNormalize + ClipAction).")
+  atari: bool = param(False, "gymnasium backend: wrap the env (an ALE id) in the standard "
+                      "Atari wrappers (batchrl.envs.atari): no-op starts, frame skip 4 with "
+                      "max-pooling, episodic life and clipped rewards for the agent; reported "
+                      "scores stay the raw score of whole games.")
+  preprocessing: str | None = param(
+      None, "Observation preprocessing inside the compiled loop (batchrl.envs.preprocessed), "
+      "as JSON text: a list of batchrl.preprocessing dicts, e.g. [{\"type\": \"grayscale\"}, "
+      "{\"type\": \"image_resize\", \"width\": 84, \"height\": 84}, {\"type\": "
+      "\"sequence\", \"length\": 4}]; None = none.")
   steps: int = param(1_000_000, "Total training environment steps.")
   report_every: int = param(20_000, "Training steps between reports (log line, metrics, "
                             "TensorBoard); rounded up to whole updates. The budget is "
@@ -64,6 +73,8 @@ class RunConfig:
   def __post_init__(self):
     if self.backend not in BACKENDS:
       raise ConfigError(f"run.backend must be one of {BACKENDS}, got {self.backend!r}.")
+    if self.atari and self.backend != "gymnasium":
+      raise ConfigError("run.atari wraps host ALE envs and needs run.backend='gymnasium'.")
     for name in ("num_envs", "steps", "report_every", "keep_checkpoints"):
       if getattr(self, name) < 1:
         raise ConfigError(f"run.{name} must be >= 1, got {getattr(self, name)}.")

@@ -8,19 +8,28 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
+
 from batchrl.agents.families import family
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment, RunConfig
+from batchrl.envs.atari import atari_env
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.core import make_gym
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import make_vec
+from batchrl.envs.preprocessed import (PreprocessedEnv, build_env_stack, parse_spec,
+                                       processed_space)
+from batchrl.specs import EnvSpec
 from batchrl.envs.wrappers import batch_ppo_stack
 
 
 def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
-                  render_mode: str | None = None):
-  """One Gymnasium env with the Batch PPO wrapper stack (module level: picklable by spawn)."""
+                  render_mode: str | None = None, atari: bool = False):
+  """One Gymnasium env with the Batch PPO wrapper stack, or with the Atari wrappers
+  (``batchrl.envs.atari``) when ``atari`` (module level: picklable by spawn)."""
+  if atari:
+    return atari_env(env_id, max_length, render_mode)
   kwargs = {} if render_mode is None else {"render_mode": render_mode}
   return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
 
@@ -30,12 +39,21 @@ def build_env(run: RunConfig, restart=None):
   (``restart``: the host ``BatchEnv``'s ``RestartPolicy``, None = failures raise)."""
   if run.backend == "gymnax":
     overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
-    return make_vec(run.env, run.num_envs, **overrides)
-  constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges)
+    return preprocess(make_vec(run.env, run.num_envs, **overrides), run)
+  constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
+                                  atari=run.atari)
   workers = min(run.num_workers, run.num_envs)
   host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
                   timeout=run.timeout, restart=restart)
-  return InGraphBatchEnv(host)
+  return preprocess(InGraphBatchEnv(host), run)
+
+
+def preprocess(env, run: RunConfig):
+  """``env`` behind ``run.preprocessing`` (and the Atari score channel), when there is any."""
+  if not run.atari and run.preprocessing is None:
+    return env
+  spec = parse_spec(run.preprocessing)
+  return PreprocessedEnv(env, build_env_stack(spec, env.single_observation_space))
 
 
 def close_env(env) -> None:
@@ -50,13 +68,33 @@ def build_model(exp: Experiment):
   return family(exp.agent).make(exp.config)
 
 
-def check_env(run: RunConfig) -> None:
-  """Builds one environment of the run here, before any run directory or worker process
-  exists, so a wrong id or a missing extra is a one-line ``UserInputError``."""
+def agent_spaces(run: RunConfig) -> tuple:
+  """``(observation space, action space)`` of one env as the agent sees it (after
+  ``run.preprocessing``), from one env built here and closed."""
   if run.backend == "gymnax":
-    build_env(dataclasses.replace(run, num_envs=1))
-  else:
-    make_host_env(run.env, run.max_length, run.normalize_ranges).close()
+    env = build_env(dataclasses.replace(run, num_envs=1))
+    return env.single_observation_space, env.single_action_space
+  env = make_host_env(run.env, run.max_length, run.normalize_ranges, atari=run.atari)
+  try:
+    if run.atari or run.preprocessing is not None:
+      stack = build_env_stack(parse_spec(run.preprocessing), env.observation_space)
+      return processed_space(stack), env.action_space
+    return env.observation_space, env.action_space
+  finally:
+    env.close()
+
+
+def check_env(run: RunConfig, exp: Experiment | None = None) -> None:
+  """Builds one environment of the run here, before any run directory or worker process
+  exists, so a wrong id, a missing extra or a bad ``run.preprocessing`` is a one-line
+  ``UserInputError``; with ``exp`` and a ``run.preprocessing`` (or Atari), also that its
+  agent's networks fit the observations the agent will see (traced with
+  ``jax.eval_shape``: nothing is compiled or run; other runs skip the tracing cost)."""
+  spaces = agent_spaces(run)
+  if exp is not None and (run.atari or run.preprocessing is not None):
+    model = build_model(exp)
+    spec = EnvSpec(spaces[0], spaces[1], run.num_envs)
+    jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
 
 
 def eval_steps(run: RunConfig, env) -> int:

@@ -3,11 +3,13 @@
 Train phases of ``plan["report"]`` iterations alternate with evaluations and checkpoints at
 the plan's cadence; every report goes to ``metrics.jsonl``, TensorBoard and the progress
 bar. The loop starts from the trainer's latest checkpoint, so running it again resumes.
+When ``stop()`` turns true (``batchrl train``: the first Ctrl-C, see ``train.interrupt``),
+the loop checkpoints after the train phase under way and returns.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -19,10 +21,16 @@ from batchrl.train.trainer import Trainer
 log = logging.getLogger("batchrl")
 
 
-def run(trainer: Trainer, *, progress: bool = True,
-        use_tensorboard: bool = True) -> dict[str, Any]:
-  """Trains (or resumes) until the budget is spent; returns the last eval metrics ({} when
-  the run was already complete)."""
+def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True,
+        stop: Callable[[], bool] | None = None,
+        on_eval: Callable[[int, dict], str | None] | None = None) -> dict[str, Any]:
+  """Trains (or resumes) until the budget is spent, or until ``stop()`` is true after a
+  train phase (then with a checkpoint at that step); returns the last eval metrics ({} when
+  the run was already complete or stopped before an evaluation).
+
+  ``on_eval(step, metrics)`` sees every evaluation before it is logged (``batchrl tune``
+  reports it to its pruner); a reason it returns stops the run there, with a checkpoint, and
+  is logged with that evaluation as ``stopped`` (also in the returned metrics)."""
   trainer.restore()
   plan, run_dir = trainer.plan, trainer.run_dir
   if trainer.iteration >= plan["total"]:
@@ -32,7 +40,8 @@ def run(trainer: Trainer, *, progress: bool = True,
   bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
                  enabled=progress)
   last_eval: dict[str, Any] = {}
-  with logger:
+  # the bar is closed before anything else is printed, however the loop ends
+  with logger, bar:
     while trainer.iteration < plan["total"]:
       before = trainer.iteration
       metrics = trainer.train_phase(plan["report"])
@@ -40,12 +49,18 @@ def run(trainer: Trainer, *, progress: bool = True,
       final = trainer.iteration >= plan["total"]
       _log(logger, bar, trainer.step, "train", metrics)
       _log_summaries(logger, trainer.step, trainer.summaries())
-      if due(before, trainer.iteration, plan["eval"], final):
+      # asked to stop: checkpoint now, skipping an evaluation that was due (it takes time)
+      stopping = not final and stop is not None and stop()
+      if not stopping and due(before, trainer.iteration, plan["eval"], final):
         last_eval = trainer.eval_phase()
+        verdict = on_eval(trainer.step, last_eval) if on_eval is not None else None
+        if verdict and not final:
+          last_eval, stopping = {**last_eval, "stopped": verdict}, True
         _log(logger, bar, trainer.step, "eval", last_eval)
-      if due(before, trainer.iteration, plan["checkpoint"], final):
+      if stopping or due(before, trainer.iteration, plan["checkpoint"], final):
         trainer.save()
-  bar.close()
+      if stopping:
+        break
   return last_eval
 
 

@@ -66,6 +66,22 @@ def remove_new_run(run_dir: Path) -> bool:
   return True
 
 
+def start_message(run_dir: Path, resumed: bool) -> str:
+  """What ``batchrl train`` says as a run starts: new, resumed from a step, or an existing
+  run with no checkpoint (stopped before its first), which starts over."""
+  if not resumed:
+    return f"Starting run {run_dir}"
+  step = kept_step(run_dir)
+  if step is None:
+    return f"Run {run_dir} has no checkpoint; starting from step 0"
+  return f"Resuming run {run_dir} from step {step}"
+
+
+def kept_step(run_dir: Path) -> int | None:
+  """Step of the run's newest checkpoint (what a resume starts from), or None."""
+  return checkpoint.latest_step(Path(run_dir) / "checkpoints")
+
+
 def restore_checkpoint(trainer: Trainer) -> bool:
   """Loads the latest good checkpoint of ``trainer.run_dir`` into ``trainer.sim`` and
   ``trainer.iteration`` (any trainer: local or distributed); whether there was one."""
