@@ -9,6 +9,7 @@ bad input leaves nothing behind. See ``batchrl.tune.study`` for the directory an
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import shutil
@@ -20,12 +21,14 @@ import yaml
 from batchrl import configs
 from batchrl.configclass import atomic_write_text
 from batchrl.configs import Experiment, apply_overrides
-from batchrl.errors import UserInputError
+from batchrl.distributed import cluster as ray_cluster
+from batchrl.errors import UserInputError, missing_extra
 from batchrl.train.build import check_env
 from batchrl.tune import study as studies
 from batchrl.tune.batched import check_batching, run_groups
 from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.options import TuneOptions
+from batchrl.tune.parallel import Job, jax_cache_settings, run_parallel, samplers_for
 from batchrl.tune.space import Param, check_space, parse_space
 from batchrl.tune.trial import TrialFailed, run_trial
 
@@ -37,8 +40,9 @@ DIRECTORY = "batchrl_directory"  # study attribute: where the search ran last
 def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *,
            trials: int, logdir="runs", timestamp: str | None = None,
            overrides: Iterable[str] = (), sampler: Any = "tpe", pruner: Any = "median",
-           directory=None, batch_trials: int = 1, stop: Callable[[], bool] | None = None,
-           **options):
+           directory=None, batch_trials: int = 1, parallel: int = 1, ray: bool = False,
+           address: str | None = None, max_failures: int = 2,
+           stop: Callable[[], bool] | None = None, **options):
   """Runs (or resumes) a search; returns the Optuna study.
 
   Args:
@@ -52,6 +56,12 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
     sampler, pruner: a name (``TuneOptions``) or an Optuna sampler / pruner object.
     batch_trials: train up to this many trials side by side in one compiled program
       (gymnax configs; ``batchrl.tune.batched``); 1 trains them one after another.
+    parallel: run this many trials at a time, each in its own worker process
+      (``batchrl.tune.parallel``), or with ``ray`` as concurrent Ray Tune trials.
+    ray: run the trials as Ray Tune trials, Optuna picking their values
+      (``batchrl.tune.ray_tune``; ``pip install "batchrl[tune-ray]"``), on a local Ray
+      instance or the cluster at ``address``; Ray restarts a failed trial up to
+      ``max_failures`` times.
     stop: checked after every training phase; when true, the trial under way saves a
       checkpoint and the search ends with ``KeyboardInterrupt`` (``batchrl tune``: Ctrl-C).
       Running it again resumes that trial.
@@ -69,6 +79,7 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
   if opts.sampler == "grid" and isinstance(sampler, str):
     _check_grid(params, opts)
   check_batching(exp, opts, batch_trials)
+  check_launch(batch_trials, parallel, ray, address, max_failures)
   check_env(exp.run)
   tune_dir = Path(directory) if directory else studies.tune_directory(logdir, exp.name,
                                                                       timestamp)
@@ -80,8 +91,9 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
                    if isinstance(sampler, str) else sampler)
   study.pruner = studies.make_pruner(optuna, pruner, exp) if isinstance(pruner, str) else pruner
   study.set_user_attr(DIRECTORY, str(tune_dir))
+  launch = Launch(batch_trials, parallel, ray, address, max_failures, sampler, seed)
   try:
-    _optimize(optuna, study, base, overrides, params, opts, tune_dir, batch_trials, stop)
+    _optimize(optuna, study, base, overrides, params, opts, tune_dir, launch, stop)
   except UserInputError:
     if made_directory:  # a new search that failed on bad input leaves nothing behind
       shutil.rmtree(tune_dir, ignore_errors=True)
@@ -99,9 +111,55 @@ def _open(optuna, tune_dir: Path, ident: dict):
   return studies.create(optuna, tune_dir, ident)
 
 
+@dataclasses.dataclass(frozen=True)
+class Launch:
+  """How the trials run (``search``'s arguments of the same names); ``sampler`` is the
+  sampler's name or object, ``seed`` the seed of a named one."""
+
+  batch_trials: int
+  parallel: int
+  ray: bool
+  address: str | None
+  max_failures: int
+  sampler: Any
+  seed: int
+
+
+def check_launch(batch_trials: int, parallel: int, ray: bool, address: str | None,
+                 max_failures: int) -> None:
+  """``--parallel``/``--ray``/``--address`` checked before anything is written (Ray Tune
+  installed, the cluster reachable)."""
+  if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+    raise UserInputError(f"--parallel must be an integer >= 1, got {parallel!r}.")
+  if max_failures < 0:
+    raise UserInputError(f"--max-failures must be >= 0, got {max_failures}.")
+  if address is not None and not ray:
+    raise UserInputError("--address only applies with --ray (the Ray cluster the trials "
+                         "run on).")
+  if batch_trials > 1 and (parallel > 1 or ray):
+    flag = "--ray" if ray else "--parallel"
+    raise UserInputError(f"{flag} runs trials in separate processes and --batch-trials "
+                         f"{batch_trials} trains them in one compiled program: give one of "
+                         "the two.")
+  if ray:
+    _ray_tune()
+    if address is not None:
+      ray_cluster.check_address(address)
+
+
+def _ray_tune():
+  """``batchrl.tune.ray_tune``, which imports Ray Tune (the optional extra
+  ``batchrl[tune-ray]``), or the one-line error naming the extra."""
+  try:
+    from batchrl.tune import ray_tune
+  except ImportError as e:
+    raise missing_extra("batchrl tune --ray", "tune-ray", e) from None
+  return ray_tune
+
+
 def _optimize(optuna, study, base: Experiment, overrides: list[str],
               params: tuple[Param, ...], opts: TuneOptions, tune_dir: Path,
-              batch_trials: int, stop: Callable[[], bool] | None) -> None:
+              launch: Launch, stop: Callable[[], bool] | None) -> None:
   requeued = studies.requeue_interrupted(optuna, study)
   if requeued:
     log.info("Resuming %s: interrupted trial(s) %s run again with the same values.",
@@ -113,9 +171,22 @@ def _optimize(optuna, study, base: Experiment, overrides: list[str],
   log.info("Search %s: %d trial(s) to run (%d done).", tune_dir, remaining,
            opts.trials - remaining)
 
-  if batch_trials > 1:
+  if launch.batch_trials > 1:
     run_groups(optuna, study, remaining, base, overrides, params, opts, tune_dir,
-               batch_trials, _log_trial(optuna, opts), stop)
+               launch.batch_trials, _log_trial(optuna, opts), stop)
+    return
+  if launch.ray or launch.parallel > 1:
+    workers = 1 if launch.ray else min(launch.parallel, remaining)
+    job = Job(base, overrides, params, opts, Path(tune_dir).resolve(), study.study_name,
+              samplers_for(optuna, launch.sampler, params, launch.seed, workers),
+              study.pruner, jax_cache_settings())
+    if launch.ray:
+      _ray_tune().run_on_ray(study, job, remaining, sampler=job.samplers[0],
+                             parallel=launch.parallel, address=launch.address,
+                             max_failures=launch.max_failures,
+                             log_trial=_log_trial(optuna, opts), stop=stop)
+    else:
+      run_parallel(study, job, remaining, launch.parallel, _log_trial(optuna, opts), stop)
     return
 
   def objective(trial) -> float:

@@ -50,6 +50,14 @@ def storage_url(tune_dir: Path) -> str:
   return f"sqlite:///{Path(tune_dir).resolve() / STUDY_FILE}"
 
 
+def shared_storage(optuna, tune_dir: Path):
+  """The study's storage for a process that shares it with others (``--parallel`` workers,
+  ``--ray`` trials and Ray's searcher): SQLite waits up to a minute for another writer's lock
+  instead of its default 5 s."""
+  return optuna.storages.RDBStorage(storage_url(tune_dir),
+                                    engine_kwargs={"connect_args": {"timeout": 60}})
+
+
 def create(optuna, tune_dir: Path, ident: dict):
   """A new study in ``tune_dir/study.db`` holding ``ident`` (the caller sets its sampler and
   pruner)."""

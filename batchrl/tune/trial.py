@@ -80,10 +80,12 @@ def trial_runs(trial_dir: Path, exp: Experiment, seeds_per_trial: int) -> list[T
 
 def run_trial(optuna, trial, base: Experiment, overrides: list[str],
               params: tuple[Param, ...], options: TuneOptions, tune_dir: Path,
-              stop: Callable[[], bool] | None = None) -> float:
+              stop: Callable[[], bool] | None = None,
+              on_report: Callable[[int, dict], None] | None = None) -> float:
   """Trains one trial and returns its objective; raises ``optuna.TrialPruned`` when pruned,
   and ``KeyboardInterrupt`` when ``stop()`` turned true (after a checkpoint: the search
-  resumes the trial from there)."""
+  resumes the trial from there). ``on_report(step, metrics)`` also sees every evaluation
+  reported to Optuna (``--ray`` passes them on to Ray Tune)."""
   exp = trial_experiment(trial, base, overrides, params)
   trial_dir = Path(tune_dir) / TRIALS_DIR / str(trial.number)
   trial.set_user_attr(RUN_DIR, str(trial_dir.relative_to(tune_dir)))
@@ -92,7 +94,8 @@ def run_trial(optuna, trial, base: Experiment, overrides: list[str],
   values = []
   for run in runs:
     _report_earlier(trial, run, options.metric)
-    stopped = _train(run, options, _pruning_hook(optuna, trial, run.offset, options), stop)
+    stopped = _train(run, options,
+                     _pruning_hook(optuna, trial, run.offset, options, on_report), stop)
     if stopped:
       raise optuna.TrialPruned(stopped)
     values.append(objective_of(run.run_dir, options))
@@ -118,19 +121,37 @@ def _train(run: TrialRun, options: TuneOptions, on_eval: Callable,
   return last.get("stopped")
 
 
-def _pruning_hook(optuna, trial, offset: int, options: TuneOptions):
+def _pruning_hook(optuna, trial, offset: int, options: TuneOptions,
+                  on_report: Callable[[int, dict], None] | None = None):
   """The loop's ``on_eval``: reports the metric; a reason to stop when the pruner says so."""
   def on_eval(step: int, metrics: dict) -> str | None:
     value = metrics.get(options.metric)
     if value is None or not math.isfinite(value):
       return None
     trial.report(float(value), offset + step)
+    if on_report is not None:
+      on_report(offset + step, metrics)
     if trial.should_prune():
       return (f"pruned by the {type(trial.study.pruner).__name__} at step {step}: "
               f"{options.metric} {value:.6g}")
     return None
 
   return on_eval
+
+
+def existing_trial(optuna, study, number: int):
+  """An ``optuna.trial.Trial`` for trial ``number`` of ``study``, which another process
+  asked for (a ``--parallel`` worker's own trials come from ``study.optimize``; a ``--ray``
+  trial's from Ray's searcher in the driver). Its ``suggest_*`` calls return the values
+  already drawn, and it reports to the study as the asking process would.
+
+  Optuna maps numbers to storage ids only through ``FrozenTrial._trial_id`` (its own
+  integrations use it); tests/test_tune_parallel.py would catch a change.
+  """
+  frozen = next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
+  if frozen is None:
+    raise LookupError(f"study {study.study_name} has no trial {number}")
+  return optuna.trial.Trial(study, frozen._trial_id)
 
 
 def objective_of(run_dir: Path, options: TuneOptions) -> float:

@@ -1,0 +1,219 @@
+"""`batchrl tune --parallel P` (trials in worker processes) and `--ray` (trials as Ray Tune
+trials, Optuna's OptunaSearch on the same study.db): every trial lands in the study with its
+run directory, no Ray process is left behind, and bad launch flags are one line."""
+import os
+import shutil
+
+import psutil
+import pytest
+import yaml
+
+from batchrl.cli import main
+from batchrl.logging import read_metrics
+
+optuna = pytest.importorskip("optuna")
+
+# tiny host runs: 2 updates of 256 steps (4 envs, 1 worker process), an evaluation after
+# each, a checkpoint at the end
+TINY = ["steps=512", "num_envs=4", "num_workers=1", "rollout_length=64", "update_epochs=1",
+        "report_every=256", "eval_every=256", "checkpoint_every=512", "eval_steps=50",
+        "max_length=50", "policy_layers=(16,)", "value_layers=(16,)"]
+SPACE = ["learning_rate=loguniform(1e-4,1e-2)"]
+
+
+def _argv(logdir, *extra, trials=2):
+  argv = ["tune", "--config", "cartpole", "--logdir", str(logdir), "--timestamp", "T",
+          "--trials", str(trials), "--sampler", "random", "--pruner", "none", "--seed", "0",
+          "--no-tensorboard"]
+  for item in SPACE:
+    argv += ["--search", item]
+  for item in TINY:
+    argv += ["--set", item]
+  return argv + list(extra)
+
+
+def _study(tune_dir):
+  return optuna.load_study(study_name=None, storage=f"sqlite:///{tune_dir / 'study.db'}")
+
+
+def _check_trials_landed(tune_dir, count):
+  study = _study(tune_dir)
+  assert sorted(t.number for t in study.trials) == list(range(count))
+  assert [t.state.name for t in study.trials] == ["COMPLETE"] * count
+  lrs = [t.params["learning_rate"] for t in study.trials]
+  assert len(set(lrs)) == count  # each worker or Ray trial drew its own values
+  for t in study.trials:
+    run = tune_dir / "trials" / str(t.number)
+    assert t.user_attrs["batchrl_run_dir"] == f"trials/{t.number}"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["ppo"]["learning_rate"] == t.params["learning_rate"]
+    evals = [r for r in read_metrics(run) if r["phase"] == "eval"]
+    assert [r["step"] for r in evals] == [256, 512]
+    # the evaluations reached the study at env steps, as without --parallel/--ray
+    assert sorted(t.intermediate_values) == [256, 512]
+    assert t.value == max(r["mean_score"] for r in evals)
+    assert (run / "checkpoints").is_dir()
+  assert (tune_dir / "best.yaml").is_file()
+  return study
+
+
+@pytest.mark.slow
+def _live_children() -> set[int]:
+  return {p.pid for p in psutil.Process().children(recursive=True)
+          if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+
+
+def test_parallel_workers_run_every_trial_into_one_study(tmp_path, capsys):
+  before = _live_children()  # servers earlier tests started (env fork server, ...) stay
+  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
+  tune_dir = tmp_path / "T-cartpole-tune"
+  _check_trials_landed(tune_dir, 3)
+  out = capsys.readouterr().out
+  assert out.startswith("Best trials (3 complete):")
+  # the workers are gone (multiprocessing's resource tracker stays for the test process),
+  # and a complete study runs nothing more
+  assert not [psutil.Process(pid).cmdline() for pid in _live_children() - before
+              if "resource_tracker" not in " ".join(psutil.Process(pid).cmdline())]
+  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
+  assert len(_study(tune_dir).trials) == 3
+
+
+@pytest.mark.slow
+def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path):
+  """``stop`` (the CLI's first Ctrl-C) once both workers' trials started: each stops after
+  its first update with a checkpoint; the same search again finishes them from there."""
+  from batchrl import checkpoint
+  from batchrl.tune import search
+  kwargs = dict(trials=2, logdir=tmp_path, timestamp="T", overrides=TINY, sampler="random",
+                pruner="none", seed=0, tensorboard=False, parallel=2)
+  tune_dir = tmp_path / "T-cartpole-tune"
+  started = lambda: len(list(tune_dir.glob("trials/*/config.yaml"))) == 2  # noqa: E731
+  with pytest.raises(KeyboardInterrupt):
+    search("cartpole", SPACE, stop=started, **kwargs)
+  assert [t.state.name for t in _study(tune_dir).trials] == ["FAIL", "FAIL"]
+  for n in (0, 1):
+    assert checkpoint.latest_step(tune_dir / "trials" / str(n) / "checkpoints") == 256
+  study = search("cartpole", SPACE, **kwargs)
+  assert [t.state.name for t in study.trials] == ["FAIL", "FAIL", "COMPLETE", "COMPLETE"]
+  assert {t.user_attrs["batchrl_resumes"] for t in study.trials[2:]} == {0, 1}
+  assert {t.params["learning_rate"] for t in study.trials[2:]} == {
+      t.params["learning_rate"] for t in study.trials[:2]}
+  for t in study.trials[2:]:  # continued the interrupted trial in its run directory
+    evals = [r["step"] for r in read_metrics(tune_dir / "trials" / str(t.number))
+             if r["phase"] == "eval"]
+    assert evals[-1] == 512
+
+
+@pytest.mark.slow
+def test_a_worker_that_fails_is_reported(tmp_path, capsys):
+  """A trial that raises (here: an env id registered in the driver only, unknown in the
+  spawned workers) ends its worker; the search names the worker, the trial and the error in
+  one line, exit code 1, and the trials stay in the study to run again on resume."""
+  import gymnasium
+  env_id = "batchrl-test/DriverOnly-v0"
+  gymnasium.register(env_id, entry_point="gymnasium.envs.classic_control:CartPoleEnv")
+  try:
+    assert main(_argv(tmp_path, "--parallel", "2", "--set", f"env={env_id}")) == 1
+  finally:
+    gymnasium.registry.pop(env_id)
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("batchrl tune: error: trial worker ")
+  assert "failed in trial " in err[-1] and "runs again" in err[-1]
+  study = _study(tmp_path / "T-cartpole-tune")
+  assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--parallel", "0"], "--parallel must be an integer >= 1, got 0"),
+    (["--parallel", "-2"], "--parallel must be an integer >= 1, got -2"),
+    (["--address", "127.0.0.1:6379"], "--address only applies with --ray"),
+    (["--ray", "--max-failures", "-1"], "--max-failures must be >= 0"),
+    (["--ray", "--address", "not-an-address"], "--address must be HOST:PORT"),
+])
+def test_bad_launch_flags_are_one_line_exit_2_and_leave_nothing(change, message, tmp_path,
+                                                                capsys):
+  logdir = tmp_path / "logs"
+  assert main(_argv(logdir) + change) == 2
+  err = capsys.readouterr().err.strip()
+  assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+  assert not logdir.exists()
+
+
+def test_parallel_or_ray_with_batch_trials_is_refused(tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  argv = [a for a in _argv(logdir) if a != "cartpole"]
+  argv.insert(argv.index("--logdir"), "cartpole_fused")
+  for flag in (["--parallel", "2"], ["--ray"]):
+    assert main(argv + flag + ["--batch-trials", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{flag[0]} runs trials in separate processes and --batch-trials 2" in err
+    assert len(err.splitlines()) == 1
+  assert not logdir.exists()
+
+
+def test_without_ray_tune_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+  import sys
+  import batchrl.tune
+  # as if ray[tune] were not installed: importing the module that imports it fails
+  monkeypatch.delattr(batchrl.tune, "ray_tune", raising=False)
+  monkeypatch.setitem(sys.modules, "batchrl.tune.ray_tune", None)
+  logdir = tmp_path / "logs"
+  assert main(_argv(logdir, "--ray")) == 2
+  err = capsys.readouterr().err.strip()
+  assert 'pip install "batchrl[tune-ray]"' in err and len(err.splitlines()) == 1
+  assert not logdir.exists()
+
+
+def _ray_processes():
+  names = ("raylet", "gcs_server", "ray::", "default_worker", "dashboard", "log_monitor")
+  found = []
+  for p in psutil.process_iter(["pid", "cmdline", "ppid"]):
+    cmd = " ".join(p.info["cmdline"] or [])
+    if any(n in cmd for n in names):
+      found.append(p)
+  return found
+
+
+@pytest.mark.slow
+def test_ray_runs_trials_as_ray_tune_trials_into_the_same_study(tmp_path, monkeypatch, capsys):
+  ray = pytest.importorskip("ray")
+  pytest.importorskip("ray.tune")
+  from batchrl.distributed import cluster
+  before = {p.pid for p in _ray_processes()}
+  monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+  assert main(_argv(tmp_path, "--ray", "--parallel", "2", trials=2)) == 0
+  tune_dir = tmp_path / "T-cartpole-tune"
+  _check_trials_landed(tune_dir, 2)
+  assert capsys.readouterr().out.startswith("Best trials (2 complete):")
+  # Ray Tune's own records of the two trials, and nothing of Ray left running
+  assert len(list((tune_dir / "ray_results").glob("*/trainable_*"))) == 2
+  assert not ray.is_initialized()
+  assert cluster.processes_under(tune_dir / "ray") == []
+  assert {p.pid for p in _ray_processes()} <= before
+
+
+def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
+  """``StudySearch`` (Ray's OptunaSearch on our study): the trial's last result decides its
+  state; one stopped before its end (Ctrl-C) stays running, so resume runs it again."""
+  pytest.importorskip("ray.tune")
+  from batchrl.tune import parse_space
+  from batchrl.tune.ray_tune import NUMBER, OBJECTIVE, STATE, DefineByRun, StudySearch
+  storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'study.db'}")
+  optuna.create_study(storage=storage, study_name="s", direction="maximize")
+  searcher = StudySearch(space=DefineByRun(parse_space(SPACE)), metric=OBJECTIVE, mode="max",
+                         sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
+                         storage=storage)
+  configs = [searcher.suggest(f"ray{k}") for k in range(5)]
+  assert [c[NUMBER] for c in configs] == [0, 1, 2, 3, 4]
+  assert all(1e-4 <= c["learning_rate"] <= 1e-2 for c in configs)
+  searcher.on_trial_result("ray0", {OBJECTIVE: None, STATE: "running", "step": 256})
+  searcher.on_trial_complete("ray0", {OBJECTIVE: 12.5, STATE: "complete"})
+  searcher.on_trial_complete("ray1", {OBJECTIVE: None, STATE: "pruned"})
+  searcher.on_trial_complete("ray2", {OBJECTIVE: None, STATE: "failed"})
+  searcher.on_trial_complete("ray3", {OBJECTIVE: None, STATE: "running"})  # stopped
+  searcher.on_trial_complete("ray4", None, error=True)  # Ray gave up on it
+  study = optuna.load_study(study_name="s", storage=storage)
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "FAIL", "RUNNING",
+                                                  "FAIL"]
+  assert study.trials[0].value == 12.5
+  assert study.trials[0].intermediate_values == {}  # Ray's iteration reports are dropped
