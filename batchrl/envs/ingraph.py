@@ -1,8 +1,9 @@
 """``InGraphBatchEnv``: a host batch of environments callable from inside ``jax.jit``.
 
 The seeds' InGraphBatchEnv made a Python batch env a TensorFlow op. Here the host env is
-reached through ``jax.experimental.io_callback`` (ordered, so steps happen in program
-order), and it speaks the batched in-graph protocol of ``batchrl.envs.jax_env``; the same
+reached through ``batchrl.envs.host_call`` (``io_callback(ordered=True)`` without its
+per-call wrapping of the arguments; ordered, so steps happen in program order), and it
+speaks the batched in-graph protocol of ``batchrl.envs.jax_env``; the same
 ``simulate`` loop therefore runs with gymnax envs and with Gymnasium envs in processes.
 
 The host env must follow the Gymnasium vector API with same-step auto-reset (``BatchEnv``
@@ -24,8 +25,8 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
+from batchrl.envs.host_call import host_call
 from batchrl.envs.jax_env import EnvStep
 
 _ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
@@ -126,8 +127,11 @@ class InGraphBatchEnv:
     action = np.asarray(action, self.single_action_space.dtype)
     obs, reward, terminated, truncated, infos = self.batch_env.step(action)
     obs = _as_graph(self._obs_struct, obs)
-    mask = np.asarray(infos.get("_final_obs", np.zeros(self.num_envs, bool)), bool)
-    final_obs = _put_rows(obs, {int(i): infos["final_obs"][i] for i in np.flatnonzero(mask)})
+    mask = np.asarray(infos.get("_final_obs", False), bool)
+    # no episode ended (most steps): the observations themselves, not a copy (the results
+    # are copied into the program's buffers anyway)
+    final_obs = obs if not mask.any() else _put_rows(
+        obs, {int(i): infos["final_obs"][i] for i in np.flatnonzero(mask)})
     return (obs, np.asarray(reward, np.float32), np.asarray(terminated, np.bool_),
             np.asarray(truncated, np.bool_), final_obs)
 
@@ -135,12 +139,11 @@ class InGraphBatchEnv:
 
   def reset(self, key):
     seed = jax.random.randint(key, (), 0, np.iinfo(np.int32).max)
-    obs = io_callback(self._host_reset, self._obs_struct, seed, ordered=True)
+    obs = host_call(self._host_reset, self._obs_struct, seed)
     return obs, jnp.int32(0)
 
   def step(self, key, state, action) -> EnvStep:
     del key  # the host envs own their randomness (seeded at reset)
     structs = (self._obs_struct, self._float, self._bool, self._bool, self._obs_struct)
-    obs, reward, terminated, truncated, final_obs = io_callback(
-        self._host_step, structs, action, ordered=True)
+    obs, reward, terminated, truncated, final_obs = host_call(self._host_step, structs, action)
     return EnvStep(obs, state + 1, reward, terminated, truncated, final_obs, {})
