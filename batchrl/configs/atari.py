@@ -24,22 +24,27 @@ clipped at 10. The memory holds 50k transitions (SB3: 100k) because ours keeps f
 frame stacks: 2 x 113 kB per transition, about 11 GB; set ``memory_capacity`` for the
 device at hand.
 
-CPU throughput, measured on the shared 2-core machine (``nice -n 10``, load 2-5 from other
-jobs; ``ppo_atari`` on Breakout, 8 envs in 2 workers, one ``Trainer.train_phase(1)`` per
-1024-step update): the first update (compile included) took 302 s wall and 376 CPU-s, the
-second 280 s and 336 CPU-s: **3.4-3.7 agent steps/s**, against SB3's 84 steps/s with the
-same settings on this machine (``reference/peers.md``; the issue's target, 0.33x SB3's time,
-is far from met on the CPU). The env is not the cost: the wrapped ALE steps at about 2000 agent
-steps per CPU-second (0.5 ms per 4-frame step), grayscale/resize/stack of 8 frames costs
-about 8 ms CPU and the policy's act 5 ms. The cost is XLA:CPU's convolution gradients
-inside a loop: one Nature-CNN gradient of 32 samples takes 0.05 CPU-s in a plain jitted
-function but about 10x that inside any ``lax.scan``/``while`` body (jax issue #12868, open;
-measured here: 16 such gradients 0.85 CPU-s unrolled and alone, 9.3 CPU-s in a scan, and
-unrolling does not help once an outer loop holds them, as the fused training chunk does).
-The PPO update (4 epochs x 4 minibatches, two CNNs) therefore dominates on the CPU. Fixes
-left for later: run the update of conv networks as its own jitted call outside the chunk's
-loop on the CPU backend, and share the torso of the policy and value networks (CleanRL does;
-half the compute). On a GPU the convolutions are cuDNN calls, loop or not.
+CPU throughput. XLA:CPU runs convolution gradients about 10x slower inside any
+``lax.scan``/``while`` body than in a top-level program (jax issue #12868, open; measured
+here with jax 0.10: one Adam step of the Nature CNN on 128 frames, 0.21 CPU-s top-level,
+3.5 CPU-s inside a scan; unrolling inside the training chunk's loop of iterations does not
+help). Before the fix ``ppo_atari`` trained 3.4-3.7 agent steps/s on this machine against
+SB3's 84. ``ppo_atari`` therefore sets ``update_loop="auto"``: on the CPU backend PPO's update
+leaves the compiled chunk through one ``jax.pure_callback`` and runs prepare, each of the 16
+minibatch steps and the final KL as top-level compiled calls (``batchrl.agents.ppo.model.
+host_update``; the same steps in the same order, so the same parameters up to float
+rounding, tested); on a GPU the update stays in the scan. Measured, same run, ``nice -n 10``
+on the shared 2-core machine (``benchmarks/atari.py --steps 4096``; the two jobs ran one
+after the other under different load, so compare CPU seconds, not wall time): ours 344.5
+CPU-s (953 s wall at load 10-12), SB3 84.9 CPU-s (82.9 s wall at load 3): **4.1x SB3's CPU
+time**, about 12 agent steps per CPU-second (before: about 3). The target (0.33x) is not
+met. Where ours goes, per 1024-step update: the host-loop update 18 CPU-s (top-level, after
+compile; two CNNs), act 5 ms per call top-level; the rest, about 65 CPU-s per update, is the
+rollout inside the chunk's scan (the policy's conv forward and the grayscale/resize of the
+preprocessing inside a loop, the io_callback round trips) plus compilation. Next: share the
+CNN torso of policy and value (halves the update; a model change), the act/preprocess path
+out of the loop on the CPU (or EnvPool/``AtariVectorEnv`` with preprocessing in C++), uint8
+frames in the rollout buffer (4x less memory traffic).
 
 The 10M-step plan (GPU; CleanRL at 10M agent steps = 40M frames: Breakout 415 +- 28,
 Pong 20.4 +- 0.2)::
@@ -101,7 +106,7 @@ def ppo_atari() -> Experiment:
       total_updates=-(-PPO_STEPS // per_update), value_coef=0.5, entropy_coef=0.01,
       discount=0.99, gae_lambda=0.95, value_target="lambda_return", policy_objective="clip",
       clip_range=0.1, clip_value=True, normalize_advantages=True, init_output_factor=0.01,
-      normalize_observations=False, normalize_rewards=False))
+      normalize_observations=False, normalize_rewards=False, update_loop="auto"))
 
 
 def dqn_atari() -> Experiment:

@@ -69,6 +69,13 @@ class PPOConfig:
   value_coef: float = param(1.0, "Weight of the value loss 0.5 * mean((return - V)^2).")
   entropy_coef: float = param(0.0, "Weight of the entropy bonus.")
 
+  update_loop: Literal["scan", "host", "auto"] = param(
+      "scan", "How an update runs its minibatch steps: 'scan' (a lax.scan inside the compiled "
+      "program), 'host' (a host callback running one top-level compiled call per step: "
+      "XLA:CPU runs convolution gradients about 10x slower inside loops, jax issue #12868), "
+      "'auto' ('host' on the CPU backend, 'scan' elsewhere). Same result up to float "
+      "rounding.")
+
   # returns and advantages
   discount: float = param(0.995, "Reward discount.")
   gae_lambda: float | None = param(None, "GAE lambda for advantages; None = return - value "
