@@ -13,7 +13,8 @@ and ``tune``.
                  [--set key=value ...] [--timestamp T] [--metric mean_score]
                  [--direction maximize|minimize] [--objective best|last]
                  [--sampler tpe|random|grid] [--pruner median|hyperband|none] [--seed S]
-                 [--seeds-per-trial K] [--batch-trials B] [--no-tensorboard]
+                 [--seeds-per-trial K] [--batch-trials B] [--parallel P]
+                 [--ray [--address ADDR] [--max-failures F]] [--no-tensorboard]
     batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
@@ -299,7 +300,19 @@ def _add_tune_parser(sub) -> None:
   tune.add_argument("--batch-trials", type=int, default=1, metavar="B",
                     help="train up to B trials side by side in one compiled program, "
                     "vmapped over their float values (gymnax configs; default 1)")
+  tune.add_argument("--parallel", type=int, default=1, metavar="P",
+                    help="run P trials at a time, each in its own worker process (or, with "
+                    "--ray, as P concurrent Ray Tune trials; default 1)")
   tune.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
+  ray = tune.add_argument_group("trials on Ray Tune (pip install \"batchrl[tune-ray]\")")
+  ray.add_argument("--ray", action="store_true", help="run the trials as Ray Tune trials, "
+                   "Optuna picking their values (the same study.db); a local Ray instance "
+                   "with P CPUs unless --address")
+  ray.add_argument("--address", help="(with --ray) the Ray cluster whose head is at "
+                   "HOST:PORT (or 'auto'); its nodes must see --logdir at the same path")
+  ray.add_argument("--max-failures", type=int, default=2, metavar="F",
+                   help="(with --ray) times Ray restarts a trial whose process failed; it "
+                   "resumes from its last checkpoint (default 2)")
 
 
 def _tune(args) -> int:
@@ -326,7 +339,9 @@ def _search(args, tune, stop):
                      sampler=args.sampler, pruner=args.pruner, metric=args.metric,
                      direction=args.direction, objective=args.objective, seed=args.seed,
                      seeds_per_trial=args.seeds_per_trial, batch_trials=args.batch_trials,
-                     tensorboard=not args.no_tensorboard, stop=stop)
+                     parallel=args.parallel, ray=args.ray, address=args.address,
+                     max_failures=args.max_failures, tensorboard=not args.no_tensorboard,
+                     stop=stop)
 
 
 def _visualize(args) -> int:

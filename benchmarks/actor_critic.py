@@ -32,8 +32,8 @@ Rows and targets (issue 17):
   no time target).
 - sac_fused: ``sac_pendulum_fused`` (gymnax, one compiled program): >= -200 within 10k,
   whole process <= 0.6x rejax SAC's (its published Pendulum config, 10k steps).
-- sac_fused_64: the same with ``--set actor_layers=[64,64] critic_layers=[64,64]``,
-  rejax's network width (ours default to 2x256): not the issue's row, it shows what the
+- sac_fused_256: the same with ``--set actor_layers=[256,256] critic_layers=[256,256]``
+  (the named config uses 2x64, rejax's width): not the issue's row, it shows what the
   per-gradient-step cost of the wider networks accounts for.
 - a2c: ``a2c_cartpole`` (host CartPole-v1, 8 envs): >= 475 within 200k, <= 0.3x SB3
   A2C's (rl-zoo settings: 8 envs, ent_coef 0; 200k steps).
@@ -99,6 +99,41 @@ is missed, and the host ratios move with the load (SB3's torch loses more under 
 - a2c: 0.52x at low load, 0.83x at load 11 (target <= 0.3x): ours spends 12.2 s of 20.1 s
   stepping 8 host CartPoles at 14.8k steps/s (SB3 trains at 7.7k), plus 1.8 s start-up,
   3.3 s first chunk with compilation, 2.9 s in its ten evaluations.
+
+2026-11-26, after the speed work of issue 17 (the named sac_pendulum, td3_pendulum and
+sac_pendulum_fused now use 2x64 MLPs; gymnax states no longer compile the training chunk
+twice). One invocation per row, ``nice -n 10``; the td3, sac and first sac_fused rows ran
+side by side to finish in time (load average 10-13 with other sessions' runs; SB3's torch
+loses more under that load than we do: its SAC took 1300 s here, 400 s at low load), the
+last two sac_fused rows alone at load 3-4 (the first, beside SB3's SAC) and about 3::
+
+| benchmark | batchrl | peer | ours / peer whole process |
+|---|---|---|---|
+| sac_fused: sac_pendulum_fused (10k steps) | 10000 steps, whole process 93.1 s, final eval -117.9, best -91.1, >= -200 at 5000 steps (learning met); start-up 19.0 s + first 1000 steps with compilation 26.7 s + later steps 40.3 s (223 steps/s) + evals/rest 7.1 s | rejax SAC, same run: 10000 steps, whole process 197.8 s (compile 96.8 s + train 54.2 s), best eval -122.0, final -152.3, >= -200 at 3000 steps | 0.47x (target <= 0.6x: met) |
+| td3: td3_pendulum (20k steps) | 20000 steps, whole process 74.6 s, final eval -206.2, best -60.8, >= -200 at 6000 steps (learning met); start-up 8.6 s + first 2000 steps with compilation 19.7 s + later steps 39.1 s (460 steps/s) + evals/rest 7.2 s | SB3 TD3 rl-zoo, same run: 20000 steps, whole process 1077.0 s (setup 8.1 s + train 1042.3 s + evals 16.0 s), best eval -96.0, final -149.8, >= -200 at 16000 steps | 0.07x (target <= 0.2x: met) |
+| sac: sac_pendulum (20k steps) | 20000 steps, whole process 75.9 s, final eval -205.7, best -60.5, >= -200 at 6000 steps (learning met); start-up 8.0 s + first 2000 steps with compilation 20.0 s + later steps 39.1 s (460 steps/s) + evals/rest 8.8 s | SB3 SAC rl-zoo, same run: 20000 steps, whole process 1299.5 s (setup 7.0 s + train 1273.8 s + evals 9.5 s), best eval -89.0, final -149.9, >= -200 at 4000 steps | 0.06x (target <= 0.2x: met) |
+| sac_fused: sac_pendulum_fused, batch 256 (10k steps) | 10000 steps, whole process 30.8 s, final eval -117.9, best -91.1, >= -200 at 5000 steps (learning met); start-up 4.5 s + first 1000 steps with compilation 7.5 s + later steps 16.7 s (538 steps/s) + evals/rest 2.1 s | rejax SAC, same run: 10000 steps, whole process 46.6 s (compile 17.0 s + train 22.1 s), best eval -122.0, final -152.3, >= -200 at 3000 steps | 0.66x (target <= 0.6x: MISSED: 1.1x over) |
+| sac_fused: sac_pendulum_fused, batch 128 (the named config now; 10k steps) | 10000 steps, whole process 12.1 s, final eval -118.1, best -91.9, >= -200 at 5000 steps (learning met); start-up 2.3 s + first 1000 steps with compilation 3.8 s + later steps 5.0 s (1,790 steps/s) + evals/rest 1.0 s | rejax SAC, same run: 10000 steps, whole process 23.5 s (compile 8.7 s + train 11.2 s), best eval -122.0, final -152.3, >= -200 at 3000 steps | 0.52x (target <= 0.6x: met) |
+
+The first three rows used batch 256 for sac_pendulum_fused. Before (2x256, 2026-11-25, low
+load): sac 0.55x, td3 0.91x, sac_fused 2.94x. 3 seeds of the named sac_pendulum_fused
+(``--seeds 3``): best -91, -95, -90, each >= -200 from 6k, 5k, 4k on (batch 256: -90, -95,
+-88).
+
+Where the time goes (CPU seconds of one fused 2x64 run, measured stage by stage): imports
+1.0, env and model 0.3, init program 1.1, tracing the training chunk 0.9, compiling it 3.3,
+the evaluation program 0.4, then 1.0-1.2 per 1000 gradient steps (9000 of them). Per
+gradient step (fused SAC, batch 256): 0.3 ms at 2x16, 1.1 ms at 2x64, 2.7 ms at 2x128, about
+10 ms at 2x256: the matrix products, not the env, the act or the host round trips (1000
+env steps without learning: 0.07 s). XLA options tried on the 2x64 chunk (fusion emitters on,
+no multi-threaded Eigen, XNNPACK / YNN dot fusions, optimization level 1) moved it by less
+than the load's noise; level 0 halves the compilation but doubles the run. A gymnax reset
+left Pendulum's ``last_u`` a weak float that the first step made strong, so the training
+chunk was traced twice in every gymnax Pendulum run, and compiled twice unless the
+persistent cache answered (``batchrl.envs.jax_env`` now strips weak types: 0.9 s of CPU for
+the tracing, 3-4 s more for a compilation). One update to
+data per env step halved (``repeat_update=2``) did not hold: one of 3 seeds ended at -213
+with a best of -199.
 """
 from __future__ import annotations
 
@@ -129,9 +164,9 @@ ROWS = {
     "td3": Row("td3_pendulum", -200.0, "sb3_td3_pendulum", "SB3 TD3 rl-zoo", 0.2),
     "ddpg": Row("ddpg_pendulum", -250.0, "sb3_ddpg_pendulum", "SB3 DDPG rl-zoo", None),
     "sac_fused": Row("sac_pendulum_fused", -200.0, "rejax_sac_pendulum", "rejax SAC", 0.6),
-    # the same with rejax's network width (2x64; ours are 2x256): the per-step cost apart
-    "sac_fused_64": Row("sac_pendulum_fused", -200.0, "rejax_sac_pendulum", "rejax SAC", 0.6,
-                        ("actor_layers=[64,64]", "critic_layers=[64,64]")),
+    # the same with 2x256 networks (the named config uses rejax's 2x64): what the width costs
+    "sac_fused_256": Row("sac_pendulum_fused", -200.0, "rejax_sac_pendulum", "rejax SAC", 0.6,
+                         ("actor_layers=[256,256]", "critic_layers=[256,256]")),
     "a2c": Row("a2c_cartpole", 475.0, "sb3_a2c_cartpole", "SB3 A2C rl-zoo", 0.3),
 }
 

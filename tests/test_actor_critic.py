@@ -316,3 +316,16 @@ def test_td3_learns_pendulum_within_8k_steps():
   actor learns on every second gradient step only; 9 s)."""
   best, scores = pendulum_best(make_td3(TD3Config(**SMALL)), 8, 250)
   assert best >= -400, scores
+
+
+def test_gymnax_pendulum_state_keeps_its_types_across_a_step():
+  """gymnax resets Pendulum's ``last_u`` from a Python float (a weak type) that its step makes
+  strong; a state whose types change after a step compiles every fused chunk twice. The
+  adapter strips weak types, so the reset state and the stepped one have equal avals."""
+  env = make_vec("Pendulum-v1", 2)
+  _, reset_state = jax.eval_shape(env.reset, jax.random.key(0))
+  stepped = jax.eval_shape(lambda k, s: env.step(k, s, jnp.zeros((2, 1))).state,
+                           jax.random.key(1), reset_state)
+  avals = lambda tree: [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(tree)]  # noqa: E731
+  assert avals(reset_state) == avals(stepped)
+  assert not any(weak for _, _, weak in avals(reset_state))

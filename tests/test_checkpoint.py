@@ -216,3 +216,14 @@ def test_bad_arguments(tmp_path):
   with pytest.raises(CheckpointError, match=r"leaf state\['f'\] is a str"):
     checkpoint.save(tmp_path, 1, {"f": "text"})
   assert list(tmp_path.iterdir()) == []
+
+
+def test_restore_keeps_weak_types(tmp_path):
+  """A weak-typed leaf (a Python number turned array) comes back weak, so a restored state
+  has the signature of the live one and reuses its compiled programs."""
+  state = {"weak": jnp.asarray(0.0) + 1.0, "strong": jnp.zeros(3, jnp.float32)}
+  assert state["weak"].weak_type
+  checkpoint.save(tmp_path, 1, state)
+  restored, _ = checkpoint.restore(tmp_path, state)
+  assert restored["weak"].weak_type and not restored["strong"].weak_type
+  np.testing.assert_array_equal(restored["weak"], state["weak"])

@@ -21,8 +21,13 @@ name                     backend    what
 =======================  =========  ========================================================
 
 All of them take one gradient step per environment step (the Pendulum ones
-``repeat_update=4`` per store of 4 envs) with 2x256 MLPs and batch 256. Measured figures are
-in each factory's docstring. Their actions need no ``action_bounds``: the gymnasium stack
+``repeat_update=4`` per store of 4 envs) with batch 256 and 2x256 MLPs, except the three
+with time targets (issue 17: ``sac_pendulum``, ``td3_pendulum``, ``sac_pendulum_fused``),
+which use 2x64 (rejax's SAC width; ``sac_pendulum_fused`` also batch 128). On a CPU those
+runs are bound by the gradient step's matrix products (fused SAC, batch 256, per gradient
+step: 0.3 ms at 2x16, 1.1 ms at 2x64, 2.7 ms at 2x128, about 10 ms at 2x256), and 2x64
+learns Pendulum as well (best evaluations below). Measured figures
+are in each factory's docstring. Their actions need no ``action_bounds``: the gymnasium stack
 reports its real bounds.
 """
 from __future__ import annotations
@@ -33,6 +38,8 @@ from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
 from batchrl.configs.run import Experiment, RunConfig
 
 _PER_STEP = dict(update_frequency=1, repeat_update=4)  # 4 envs: one gradient step per step
+# the width of the runs with time targets: a quarter of 2x256's cost per gradient step or less
+_NARROW = dict(actor_layers=(64, 64), critic_layers=(64, 64))
 
 
 def _host(steps: int) -> RunConfig:
@@ -58,21 +65,37 @@ def ddpg_pendulum():
 
 
 def td3_pendulum():
-  """Gymnasium Pendulum-v1, TD3, 20k steps.
+  """Gymnasium Pendulum-v1, TD3 with 2x64 MLPs, 20k steps.
 
+  Measured with 2x64 (seed 0, ``benchmarks/actor_critic.py``, greedy evaluation of 4
+  episodes every 2k steps): >= -200 from 6k on, best -61, -206 at 20k; 74.6 s whole process
+  at load 10-13, against SB3's TD3 (rl-zoo: 400x300, learning from 10k) 1077 s in the same
+  run: 0.07x (target 0.2x).
+
+  Before, with 2x256 MLPs:
   Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
   -1630 at 2k, -525 at 6k, -243 at 8k, -121 at 10k, best -61 at 12k, -206 at 20k; 93 s
   whole run on 2 shared CPU cores (another run beside it)."""
-  return Experiment("td3_pendulum", _host(20_000), pendulum_td3(**_PER_STEP), agent="td3")
+  return Experiment("td3_pendulum", _host(20_000), pendulum_td3(**_PER_STEP, **_NARROW),
+                    agent="td3")
 
 
 def sac_pendulum():
-  """Gymnasium Pendulum-v1, SAC, 20k steps.
+  """Gymnasium Pendulum-v1, SAC with 2x64 MLPs, 20k steps.
 
+  Measured with 2x64 (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k
+  steps): -1466 at 2k, -388 at 4k, -151 at 6k, -120 at 10k, best -61 at 12k, -206 at 20k; 84
+  s whole run (28.5 s of CPU) on 2 CPU cores at load 9-10. ``benchmarks/actor_critic.py``
+  (load 10-13): 75.9 s whole process, best -61, >= -200 from 6k on, against SB3's SAC
+  (rl-zoo, 2x256) 1299.5 s in the same run: 0.06x (target 0.2x). With 2x256 (below) the
+  gradient steps took 192 of 219 s: 0.55x SB3 at low load.
+
+  Before, with 2x256 MLPs:
   Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
   -1378 at 2k, -218 at 4k, -152 at 6k, -119 at 10k, best -60 at 12k, -202 at 20k; 102 s
   whole run on 2 shared CPU cores (another run beside it)."""
-  return Experiment("sac_pendulum", _host(20_000), pendulum_sac(**_PER_STEP), agent="sac")
+  return Experiment("sac_pendulum", _host(20_000), pendulum_sac(**_PER_STEP, **_NARROW),
+                    agent="sac")
 
 
 def ddpg_pendulum_fused():
@@ -98,13 +121,22 @@ def td3_pendulum_fused():
 
 
 def sac_pendulum_fused():
-  """gymnax Pendulum-v1, SAC, 10k steps; the run is one compiled program.
+  """gymnax Pendulum-v1, SAC with 2x64 MLPs (rejax's width) and batch 128, 10k steps; the
+  run is one compiled program.
 
-  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 1k steps):
-  -1398 at 1k, -232 at 3k, -151 at 5k, best -92 at 8k, -118 at 10k; 82 s whole run,
-  compilation included, on 2 shared CPU cores (another run beside it)."""
-  return Experiment("sac_pendulum_fused", _fused(10_000), pendulum_sac(**_PER_STEP),
-                    agent="sac")
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 1k steps): best
+  -92, >= -200 from 5k on, -118 at 10k. 3 seeds vmapped (``--seeds 3``): best -91, -95, -90,
+  each >= -200 from 6k, 5k and 4k on (22 s). ``benchmarks/actor_critic.py`` at low load:
+  12.1 s whole process (start-up 2.3 s, first 1000 steps with compilation 3.8 s, 9000 steps
+  5.0 s, evaluations and the rest 1.0 s) against rejax's SAC (its published config: 2x64,
+  batch 256) 23.5 s, 0.52x (target 0.6x). With batch 256: 0.66x at load 3-4 (30.8 against
+  46.6 s), 0.47x at load 11; 3 seeds best -90, -95, -88. With 2x256 and batch 256: 2.9x.
+
+  Where the time goes (CPU seconds of one run with batch 256): imports 1.0, env and model
+  0.3, ``init_sim`` 1.1, tracing the training chunk 0.9, compiling it 3.3, the evaluation
+  program 0.4, then 1.0-1.2 per 1000 gradient steps (9000 of them): the matrix products."""
+  return Experiment("sac_pendulum_fused", _fused(10_000),
+                    pendulum_sac(**_PER_STEP, **_NARROW, batch_size=128), agent="sac")
 
 
 def sac_cartpole():

@@ -157,14 +157,24 @@ class GymnaxEnv:
     return getattr(self.params, "max_steps_in_episode", None)
 
   def reset(self, key):
-    return self.env.reset_env(key, self.params)
+    obs, state = self.env.reset_env(key, self.params)
+    return obs, _strong(state)
 
   def step(self, key, state, action):
     obs, state, reward, terminated, info = self.env.step_env(key, state, action, self.params)
+    state = _strong(state)
     truncated = self.env.is_truncated(state, self.params)
     terminated = jnp.asarray(terminated, jnp.bool_)
     truncated = jnp.logical_and(jnp.asarray(truncated, jnp.bool_), jnp.logical_not(terminated))
     return obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
+
+
+def _strong(tree):
+  """``tree`` without weak types. gymnax resets some fields from Python numbers (Pendulum's
+  ``last_u = 0.0``: a weak float) that its step makes strong; a state whose types change
+  after one step makes every compiled program that takes it trace (and, unless the
+  persistent cache answers, compile) twice: a fused Pendulum training chunk, 1-4 s of CPU."""
+  return jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), tree)
 
 
 class _BraxState(NamedTuple):
