@@ -146,7 +146,7 @@ import time
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
 from peers.run import recorded  # noqa: E402  (benchmarks/)
-from ppo import peer, print_table, run_ours  # noqa: E402  (benchmarks/)
+from ppo import add_row_arguments, chosen_rows, peer, print_table, run_ours  # noqa: E402  (benchmarks/)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,14 +247,9 @@ def fallback(spec: Row) -> str:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--only", default=",".join(ROWS),
-                      help=f"comma list of: {', '.join(ROWS)}")
-  parser.add_argument("--no-peers", action="store_true", help="ours only")
+  add_row_arguments(parser, ROWS)
   args = parser.parse_args()
-  names = [n.strip() for n in args.only.split(",") if n.strip()]
-  unknown = [n for n in names if n not in ROWS]
-  if unknown:
-    parser.error(f"unknown rows {unknown}; valid: {', '.join(ROWS)}")
+  names = chosen_rows(parser, args, ROWS)
   use_peers = not args.no_peers
   rows = []
   for name in names:

@@ -19,7 +19,7 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import _ratio, peer, run_ours  # noqa: E402  (benchmarks/)
+from ppo import _ratio, add_row_arguments, chosen_rows, peer, run_ours  # noqa: E402  (benchmarks/)
 
 # name -> (our config, overrides, steps, target, sb3-contrib peer or None)
 ROWS = {
@@ -49,14 +49,9 @@ def row(name: str, use_peers: bool) -> tuple[str, str, str, str]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--only", default="trpo_cartpole,trpo_pendulum,vpg_cartpole",
-                      help=f"comma list of: {', '.join(ROWS)}")
-  parser.add_argument("--no-peers", action="store_true", help="ours only")
+  add_row_arguments(parser, ROWS, default="trpo_cartpole,trpo_pendulum,vpg_cartpole")
   args = parser.parse_args()
-  names = [n.strip() for n in args.only.split(",") if n.strip()]
-  unknown = [n for n in names if n not in ROWS]
-  if unknown:
-    parser.error(f"unknown rows {unknown}; valid: {', '.join(ROWS)}")
+  names = chosen_rows(parser, args, ROWS)
   rows = [row(name, not args.no_peers) for name in names]
   print(f"\n{'row':<22} {'batchrl':<70} ratio (ours/peer wall time)")
   for name, ours, how, ratio in rows:

@@ -324,6 +324,23 @@ def main() -> None:
   print_table(rows, use_peers, "ours / peer time")
 
 
+def add_row_arguments(parser, rows, default: str | None = None,
+                      no_peers_help: str = "ours only") -> None:
+  """``--only`` (a comma list of ``rows``; all by default) and ``--no-peers``."""
+  parser.add_argument("--only", default=default or ",".join(rows),
+                      help=f"comma list of: {', '.join(rows)}")
+  parser.add_argument("--no-peers", action="store_true", help=no_peers_help)
+
+
+def chosen_rows(parser, args, rows) -> list[str]:
+  """The rows ``--only`` names, in its order; an unknown one is a usage error."""
+  names = [n.strip() for n in args.only.split(",") if n.strip()]
+  unknown = [n for n in names if n not in rows]
+  if unknown:
+    parser.error(f"unknown rows {unknown}; valid: {', '.join(rows)}")
+  return names
+
+
 def print_table(rows: list[tuple[str, str, str, str]], use_peers: bool, ratio_header: str) -> None:
   """The load, the peers' versions, and one markdown row per (name, ours, peer, ratio)."""
   state = manifest()

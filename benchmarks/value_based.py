@@ -37,7 +37,8 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import TARGET, _ratio, peer, print_table, reached, run_ours  # noqa: E402  (benchmarks/)
+from ppo import (TARGET, _ratio, add_row_arguments, chosen_rows, peer,  # noqa: E402  (benchmarks/)
+                 print_table, reached, run_ours)
 
 NAF_TARGET = -250.0
 DQFD_EVAL_EVERY = 2048  # 8 envs x 32 stores x 8 iterations
@@ -135,15 +136,9 @@ ROWS = {"host": host_row, "fused": fused_row, "naf": naf_row, "dqfd": dqfd_row}
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--only", default=",".join(ROWS),
-                      help=f"comma list of: {', '.join(ROWS)}")
-  parser.add_argument("--no-peers", action="store_true",
-                      help="do not run peers; use the recorded figures")
+  add_row_arguments(parser, ROWS, no_peers_help="do not run peers; use the recorded figures")
   args = parser.parse_args()
-  names = [n.strip() for n in args.only.split(",") if n.strip()]
-  unknown = [n for n in names if n not in ROWS]
-  if unknown:
-    parser.error(f"unknown rows {unknown}; valid: {', '.join(ROWS)}")
+  names = chosen_rows(parser, args, ROWS)
   use_peers = not args.no_peers
   rows = []
   for name in names:
