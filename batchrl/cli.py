@@ -310,7 +310,7 @@ def _add_tune_parser(sub) -> None:
                    "with P CPUs unless --address")
   ray.add_argument("--address", help="(with --ray) the Ray cluster whose head is at "
                    "HOST:PORT (or 'auto'); its nodes must see --logdir at the same path")
-  ray.add_argument("--max-failures", type=int, default=2, metavar="F",
+  ray.add_argument("--max-failures", type=int, metavar="F",
                    help="(with --ray) times Ray restarts a trial whose process failed; it "
                    "resumes from its last checkpoint (default 2)")
 
@@ -334,13 +334,17 @@ def _tune(args) -> int:
 
 def _search(args, tune, stop):
   """``batchrl.tune.search`` with the command line's values."""
+  if args.max_failures is not None and not args.ray:
+    raise UserInputError("--max-failures only applies with --ray (the restarts Ray Tune "
+                         "gives a failed trial).")
+  restarts = {} if args.max_failures is None else {"max_failures": args.max_failures}
   return tune.search(args.config, args.search, trials=args.trials, logdir=args.logdir,
                      timestamp=args.timestamp, overrides=args.overrides,
                      sampler=args.sampler, pruner=args.pruner, metric=args.metric,
                      direction=args.direction, objective=args.objective, seed=args.seed,
                      seeds_per_trial=args.seeds_per_trial, batch_trials=args.batch_trials,
                      parallel=args.parallel, ray=args.ray, address=args.address,
-                     max_failures=args.max_failures, tensorboard=not args.no_tensorboard,
+                     tensorboard=not args.no_tensorboard, **restarts,
                      stop=stop)
 
 

@@ -127,6 +127,7 @@ def test_a_worker_that_fails_is_reported(tmp_path, capsys):
     (["--parallel", "0"], "--parallel must be an integer >= 1, got 0"),
     (["--parallel", "-2"], "--parallel must be an integer >= 1, got -2"),
     (["--address", "127.0.0.1:6379"], "--address only applies with --ray"),
+    (["--max-failures", "3"], "--max-failures only applies with --ray"),
     (["--ray", "--max-failures", "-1"], "--max-failures must be >= 0"),
     (["--ray", "--address", "not-an-address"], "--address must be HOST:PORT"),
 ])
