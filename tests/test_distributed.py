@@ -128,6 +128,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
 # --------------------------------------------------------------------------- with Ray
 
 
+@pytest.mark.slow
+def test_one_process_starts_a_local_ray_instance_twice(tmp_path):
+  """Ray caches its auth token per process: a second local instance (a search after a
+  train --ray run, in one notebook) must start with the token the first one used."""
+  script = ("import sys; from pathlib import Path; from batchrl.distributed import cluster\n"
+            "for i in range(2):\n"
+            "  with cluster.connect(None, Path(sys.argv[1]) / str(i), 1) as ray:\n"
+            "    print(ray.get(ray.put(i)))\n")
+  env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+  env.pop("RAY_AUTH_TOKEN", None)
+  done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout.split() == ["0", "1"]
+
+
 @pytest.fixture(scope="module")
 def ray_session(tmp_path_factory):
   """One local Ray instance (2 CPUs) for the fault tests; runners can import tests.*."""

@@ -26,6 +26,9 @@ log = logging.getLogger("batchrl")
 # temp dir ("session_<date>_<pid>/sockets/plasma_store"), so long run directories are
 # reached through a short symbolic link in the system temp dir.
 _SOCKET_ROOM = 38
+# Ray's driver reads its token once per process and caches it, so every local instance this
+# process starts must use the same one: a fresh token per instance fails the second start.
+_LOCAL_TOKEN = secrets.token_hex(32)
 
 
 def import_ray():
@@ -121,7 +124,7 @@ def connect(address: str | None, temp_dir: Path, num_cpus: int) -> Iterator[obje
       # Ray turns token auth on for a new local instance and, without a token, writes one
       # to ~/.ray; a token in this process tree's environment keeps the home dir clean.
       if "RAY_AUTH_TOKEN_PATH" not in os.environ:
-        os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        os.environ.setdefault("RAY_AUTH_TOKEN", _LOCAL_TOKEN)
       # (its notice that token auth is on is not news to our users)
       notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
       level, notice.level = notice.level, logging.ERROR
