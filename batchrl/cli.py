@@ -174,24 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     return 130
 
 
-def _enable_compilation_cache() -> None:
-  """Persist compiled programs, so re-runs and resumes skip most of XLA's compile time.
-
-  ``BATCHRL_COMPILATION_CACHE=0`` turns it off; ``BATCHRL_CACHE_DIR`` moves it.
-  """
-  if os.environ.get("BATCHRL_COMPILATION_CACHE", "1") == "0":
-    return
-  import jax
-  default = os.path.join(os.path.expanduser("~"), ".cache", "batchrl", "xla")
-  jax.config.update("jax_compilation_cache_dir", os.environ.get("BATCHRL_CACHE_DIR", default))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-
 def _train(args) -> int:
-  from batchrl import configs
+  from batchrl import compilation_cache, configs
   from batchrl.train import build, interrupt, local, loop, rundir
 
-  _enable_compilation_cache()
+  compilation_cache.enable_from_environment()
   exp = configs.load(args.config)
   ray = _ray_options(args)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
@@ -316,10 +303,10 @@ def _add_tune_parser(sub) -> None:
 
 
 def _tune(args) -> int:
-  from batchrl import tune
+  from batchrl import compilation_cache, tune
   from batchrl.train import interrupt
 
-  _enable_compilation_cache()
+  compilation_cache.enable_from_environment()
   ctrl_c = interrupt.CtrlC(
       "Ctrl-C: the trial under way stops after its current update and saves a checkpoint; "
       "the same command (with its --timestamp) resumes the search. Ctrl-C again stops at "

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from batchrl import simulation
+from batchrl import compilation_cache, simulation
 from batchrl.configs import Experiment
 from batchrl.distributed.learner import fill_placeholders
 from batchrl.train import fused
@@ -48,10 +48,15 @@ class EnvRunner:
     agent_state: where this runner's agent starts (``learner.runner_state``: its slice of
       the per-env leaves, placeholders for the rest); the runner never calls ``init``.
     shared_index: flat indices of the model leaves the learner sends each round.
+    compile_cache: the learner's ``compilation_cache.settings()``: a runner loads what earlier
+      runs compiled (JAX persists no program that calls back into Python, so the rollout
+      and evaluation programs are still compiled in every runner).
   """
 
   def __init__(self, exp: dict, index: int, num_envs: int, seed: int, agent_state,
-               shared_index: Sequence[int]):
+               shared_index: Sequence[int],
+               compile_cache: compilation_cache.Settings = (None, 0.0)):
+    compilation_cache.apply(compile_cache)
     spec = Experiment.from_dict(exp)
     run = dataclasses.replace(spec.run, num_envs=num_envs, num_workers=0, seed=seed)
     self.index, self.num_envs = index, num_envs

@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from batchrl import compilation_cache
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.distributed import cluster, learner
@@ -81,13 +82,14 @@ class DistributedTrainer:
     self.iteration = 0
     remote = self._ray.remote(num_cpus=options.runner_cpus)(EnvRunner)
     exp_dict = exp.to_dict()
+    compile_cache = compilation_cache.settings()
 
     def spawn(index: int, incarnation: int):
       seed = _runner_seed(exp.run.seed, index, incarnation)
       state = learner.runner_state(self.sim.agent_state, self.axes, index,
                                    options.envs_per_runner)
       return remote.remote(exp_dict, index, options.envs_per_runner, seed, state,
-                           self.shared_index)
+                           self.shared_index, compile_cache)
 
     self.pool = RunnerPool(spawn, options.runners, timeout=options.runner_timeout,
                            start_timeout=options.start_timeout,
