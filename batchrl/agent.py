@@ -352,8 +352,9 @@ class Agent:
     (a numpy slice, mask or reduction costs ~0.2-1 µs, an element ~0.04 µs). Returns
     ``_DECLINED``, having changed nothing, for anything else (another state type, a NaN, an
     error to raise, an update due, a cut step's next state): the general path takes it."""
+    fast = self._fast
     if (type(states) is not np.ndarray or states.dtype is not _F32 or states.shape != self._one
-        or self._acted[0] or self._staged[0] or self._next):
+        or self._acted[0] or self._staged[0] or self._next or fast.scalar is None):
       return _DECLINED
     limit = self.spec["max_episode_timesteps"]
     if limit is not None and self._episode_steps[0] >= limit:
@@ -366,18 +367,19 @@ class Agent:
       if rows is None or rows + 1 >= self._period:
         return _DECLINED
       self._rows = rows + 1
-      self._device = self._fast.act(self._device, states, self._start[0], self._reward[0],
-                                    self._terminal[0], "direct", bool(deterministic))
+      self._device, action = fast.act_one(self._device, states, self._start[0],
+                                          self._reward[0], self._terminal[0], True,
+                                          bool(deterministic))
     else:
-      self._device = self._fast.act(self._device, states, self._start[0], 0.0, 0, "none",
-                                    bool(deterministic))
+      self._device, action = fast.act_one(self._device, states, self._start[0], 0.0, 0, False,
+                                          bool(deterministic))
     self._acted[0] = True  # _after_act
     self._held[0] = False
     self._start[0] = False
     if self._updated:
       self._updated.discard(0)
     self.timesteps += 1
-    return self._fast.last_action(False)
+    return action
 
   def _update_learned(self) -> bool:
     """Whether the update that just ran learned. Replay models (DQN, NAF, DQFD) call

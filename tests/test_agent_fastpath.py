@@ -37,14 +37,16 @@ def assert_same_state(a, b):
 
 
 def count_fast_acts(monkeypatch) -> list:
+  """Counts acts on the fast path: ``act`` (any streams) and ``act_one`` (one stream)."""
   calls = []
-  act = fast_path.DeferredCommits.act
+  for name in ("act", "act_one"):
+    method = getattr(fast_path.DeferredCommits, name)
 
-  def counting(self, *args, **kwargs):
-    calls.append(1)
-    return act(self, *args, **kwargs)
+    def counting(self, *args, method=method, **kwargs):
+      calls.append(1)
+      return method(self, *args, **kwargs)
 
-  monkeypatch.setattr(fast_path.DeferredCommits, "act", counting)
+    monkeypatch.setattr(fast_path.DeferredCommits, name, counting)
   return calls
 
 
@@ -184,6 +186,38 @@ def test_packing_round_trips_every_dtype_on_device_and_host():
       assert value.dtype == tree[name].dtype
       np.testing.assert_array_equal(value, tree[name])
     np.testing.assert_array_equal(interaction.host_words(tree[name]), host[:, a:b])
+
+
+def test_read_leaves_pack_into_one_float_array_and_back_exactly():
+  rng = np.random.default_rng(4)
+  leaves = [rng.normal(size=s).astype(np.float32) for s in [(4, 8), (8,), (8, 3), (3,), ()]]
+  places = fast_path._read_floats(leaves)
+  offsets = [offset for offset, _ in places]
+  assert all(o % fast_path.FLOAT_ALIGN == 0 for o in offsets) and offsets == sorted(offsets)
+  packed = jax.jit(lambda x: fast_path._pack_floats(places, x))(leaves)
+  for leaf, back in zip(leaves, jax.jit(lambda p: fast_path._unpack_floats(places, p))(packed)):
+    np.testing.assert_array_equal(np.asarray(back), leaf)
+  assert fast_path._read_floats(leaves + [np.zeros(2, np.int32)]) is None  # a list then
+  agent = Agent.create("ppo", **CARTPOLE, **SMALL)
+  agent.act(np.zeros(4, np.float32))
+  assert agent._fast.plan.read_floats is not None  # PPO's policy weights: one argument
+
+
+def test_unrolled_threefry_gives_the_same_bits_and_restores_the_rule():
+  def draws(key):
+    k1, k2 = jax.random.split(key)
+    return (jax.random.bits(k1, (5,)), jax.random.normal(k2, (3,)),
+            jax.random.categorical(k1, np.zeros((2, 4), np.float32)))
+  key = jax.random.key(7)
+  rolled = jax.jit(draws)(key)
+  program = fast_path._lowered_unrolled(jax.jit(draws), key)  # lowered unrolled, then run
+  for a, b in zip(rolled, program(key)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  table = fast_path._mlir._platform_specific_lowerings["cpu"]
+  rule = table[fast_path._threefry.threefry2x32_p]
+  with fast_path.unrolled_threefry():
+    assert table[fast_path._threefry.threefry2x32_p] is not rule
+  assert table[fast_path._threefry.threefry2x32_p] is rule
 
 
 def test_terminal_codes_without_isin():

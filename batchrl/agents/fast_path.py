@@ -10,16 +10,30 @@ few arrays it reads (``interaction.act_only``), its outputs wait on the host
 Updates keep running where the fused path runs them (the act after the period's last
 transition is a fused act), and the key stream and timestep are the fused path's, so both
 paths give the same states, actions and updates.
+
+One act is then one compiled call with two arguments (the leaves ``act`` reads, packed into
+one array when they are all float32, and one word array with the keys, timestep and states)
+and one result read back; its program is lowered with the random hash unrolled
+(``unrolled_threefry``). The single-stream agent path calls ``DeferredCommits.act_one``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from typing import Any
+import math
+import threading
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+try:  # JAX internals, for unrolled_threefry only (it does nothing without them)
+  from jax._src.interpreters import mlir as _mlir
+  from jax._src.random import threefry2x32 as _threefry
+except ImportError:
+  _mlir = _threefry = None
 
 from batchrl.agents import interaction
 from batchrl.agents.act_reads import act_reads, store_writes
@@ -39,6 +53,7 @@ class FastPlan:
   model_leaves: tuple  # per leaf of the model state: its index in ``reads`` or a stand-in
   reads: tuple[int, ...]  # the model-state leaves ``act`` reads
   carries: bool  # preprocessing or exploration keep state: act_only passes it in and out
+  read_floats: tuple | None  # (offset, shape) per read leaf in one float32 array, or None
   actions: tuple  # (name | None, first column, last column, shape, dtype) per action
 
 
@@ -75,7 +90,37 @@ def _make_plan(rt: Runtime, state: AgentState) -> FastPlan | str:
                        for i, leaf in enumerate(leaves))
   carries = bool(jax.tree.leaves((state.preprocess, state.explore)))
   return FastPlan(layout, treedef, model_leaves, read, carries,
-                  _action_columns(state, layout))
+                  _read_floats([leaves[i] for i in read]), _action_columns(state, layout))
+
+
+FLOAT_ALIGN = 16  # floats: each read leaf starts on a 64-byte boundary of the packed array
+
+
+def _read_floats(leaves: list) -> tuple | None:
+  """Where each leaf ``act`` reads sits in one float32 array, when they are all float32
+  (an MLP's weights): a compiled call pays ~0.25 µs per argument array, six for a 2x64
+  policy, more than copying the weights inside the call costs. None: they go as a list."""
+  if not leaves or any(leaf.dtype != jnp.float32 for leaf in leaves):
+    return None
+  places, offset = [], 0
+  for leaf in leaves:
+    places.append((offset, tuple(leaf.shape)))
+    offset += -(-leaf.size // FLOAT_ALIGN) * FLOAT_ALIGN
+  return tuple(places)
+
+
+def _pack_floats(places: tuple, leaves: list) -> jax.Array:
+  """The read leaves as one float32 array (``FastPlan.read_floats``; zeros between)."""
+  parts = []
+  for (offset, _), leaf, end in zip(places, leaves, [p[0] for p in places[1:]] + [None]):
+    flat = leaf.ravel()
+    pad = 0 if end is None else end - offset - flat.size
+    parts.extend([flat, jnp.zeros((pad,), jnp.float32)] if pad else [flat])
+  return jnp.concatenate(parts)
+
+
+def _unpack_floats(places: tuple, packed: jax.Array) -> list:
+  return [packed[offset:offset + math.prod(shape)].reshape(shape) for offset, shape in places]
 
 
 def _stand_in(leaf) -> Any:
@@ -86,8 +131,11 @@ def _stand_in(leaf) -> Any:
   return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
 
 
-def _model_from(plan: FastPlan, read: list):
-  """The model state ``act`` sees inside ``act_only``: real leaves where it reads."""
+def _model_from(plan: FastPlan, read):
+  """The model state ``act`` sees inside ``act_only``: real leaves where it reads
+  (``read``: a list of them, or them packed, see ``FastPlan.read_floats``)."""
+  if plan.read_floats is not None:
+    read = _unpack_floats(plan.read_floats, read)
   leaves = []
   for entry in plan.model_leaves:
     if isinstance(entry, int):
@@ -127,6 +175,45 @@ def _action_columns(state: AgentState, layout: interaction.FastLayout) -> tuple:
 #
 # Cached on the runtime (``Runtime.memo``, keyed by the plan); each closes over the
 # adapters, parts and plan, never the runtime.
+
+
+_lowering_lock = threading.RLock()  # one swap at a time (agents may compile in threads)
+
+
+@contextlib.contextmanager
+def unrolled_threefry() -> Iterator[None]:
+  """Inside, JAX lowers its threefry hash (the bits behind every ``jax.random`` call) for
+  the CPU unrolled, as it does for other platforms.
+
+  JAX's CPU lowering keeps the hash's five rounds in a loop, to compile big programs
+  faster; in a program as small as one act, running that loop costs more than the rest of
+  the policy (measured: 2-2.5 µs of a ~25 µs act + observe). The bits are the same either
+  way (integer arithmetic). It swaps a lowering rule in JAX's private tables for the
+  duration; where they are not as expected, it changes nothing.
+  """
+  table = getattr(_mlir, "_platform_specific_lowerings", {}).get("cpu")
+  unrolled = getattr(_threefry, "_threefry2x32_lowering_rule", None)
+  primitive = getattr(_threefry, "threefry2x32_p", None)
+  entry = getattr(_mlir, "LoweringRuleEntry", None)
+  if table is None or None in (unrolled, primitive, entry) or primitive not in table:
+    yield
+    return
+  with _lowering_lock:
+    rolled = table[primitive]
+    table[primitive] = entry(unrolled, False)
+    try:
+      yield
+    finally:
+      table[primitive] = rolled
+
+
+def _lowered_unrolled(program, *args):
+  """``program`` (a ``jax.jit``) once lowered for arguments like ``args`` under
+  ``unrolled_threefry``: its first call with such arguments finds that lowering in JAX's
+  cache (were it not found, the call lowers it again the usual way: slower, same results)."""
+  with unrolled_threefry():
+    program.lower(*args)
+  return program
 
 
 def _act_only_program(adapters: Adapters, parts: Parts, plan: FastPlan, deterministic: bool):
@@ -169,11 +256,11 @@ class DeferredCommits:
   and the timestep advance on the host meanwhile (the act call gets them in its input).
   """
 
-  # a commit call costs ~0.15 ms on 2 cores, nearly all of it fixed (the donated state):
-  # 1024 transitions a call make that ~0.4 µs a step (256: ~1.4 µs)
-  MAX_DEPTH = 1024  # transitions stored per commit call
+  # a commit call costs ~0.15-0.5 ms on 2 cores (PPO 2x64), mostly fixed (the donated
+  # state): 4096 transitions a call make that ~0.13 µs a step (1024: ~0.35 µs)
+  MAX_DEPTH = 4096  # transitions stored per commit call
   MAX_BYTES = 8 << 20  # ... unless that many acts would take more memory (images)
-  KEY_STEPS = 1024  # key-stream steps computed per call (~0.2 µs a step; 256: ~0.4 µs)
+  KEY_STEPS = 1024  # key-stream steps computed per call (~0.1 µs a step, unrolled hash)
 
   def __init__(self, rt: Runtime, plan: FastPlan):
     n, layout = rt.parts.num_streams, plan.layout
@@ -197,13 +284,18 @@ class DeferredCommits:
     self.one_float = None
     if layout.raw.treedef.num_leaves == 1 and layout.raw.dtypes[0] == np.float32:
       self.one_float = self.raw_columns[0].view(np.float32)
+    self.header_words = self.inputs[:layout.header]  # views made once (act_one)
+    self.obs_words = None if self.one_float is None else self.one_float[0]
     self.act_only = {}  # deterministic -> compiled act_only
     self.pack_last = rt.memo(("pack_last", plan), lambda: _pack_last_program(plan))
     self.commit_rows = rt.memo(("commit_rows", plan),
                                lambda: _commit_rows_program(rt.parts, plan))
-    self.key_chain = rt.memo(("key_chain", plan, self.KEY_STEPS),
-                             lambda: _key_chain_program(plan, self.KEY_STEPS))
+    key_data = jax.ShapeDtypeStruct(plan.layout.key_shape, np.uint32)
+    self.key_chain = rt.memo(("key_chain", plan, self.KEY_STEPS), lambda: _lowered_unrolled(
+        _key_chain_program(plan, self.KEY_STEPS), key_data))
     self.key_data = rt.memo("key_data", lambda: jax.jit(jax.random.key_data))
+    self.pack_read = None if plan.read_floats is None else rt.memo(
+        ("pack_read", plan), lambda: jax.jit(functools.partial(_pack_floats, plan.read_floats)))
     self.scalar = None  # (words viewed as its word dtype, column, dtype): one scalar action
     if len(plan.actions) == 1 and plan.actions[0][0] is None and plan.actions[0][3] == ():
       _, column, _, _, dtype = plan.actions[0]
@@ -260,6 +352,54 @@ class DeferredCommits:
     self.dirty = True
     return state
 
+  def act_one(self, state: AgentState, obs: np.ndarray, reset: bool, reward, terminal,
+              direct: bool, deterministic: bool):
+    """``act`` then ``last_action(False)`` for one stream with one float vector state
+    ``obs`` (``one_float``) and one scalar action (``scalar``): the agent's single-stream
+    path (``Agent._act_one``), all in one method (a Python call, a numpy view or a slice
+    write costs 0.05-0.2 µs each, as much as a step's compute on this path).
+    ``direct``: commit 'direct' with ``reward``/``terminal``, else 'none'. Returns
+    ``(state, action)``."""
+    count = self.count
+    if direct:
+      if count == self.depth + 1:
+        state = self.sync(state)
+        count = self.count
+      if count == 0:  # the previous act is only in the device state
+        self.words[0] = np.asarray(self.pack_last(state.obs, state.action, state.extras))
+        count = 1
+      self.reward1[count - 1] = reward
+      self.terminal1[count - 1] = terminal
+    else:
+      if count > 1:  # transitions before the dropped act are still to be stored
+        state = self.sync(state)
+      count = 0
+    self.count = count
+    pos = self.key_pos
+    if self.headers is None or pos == self.KEY_STEPS:
+      self._next_headers(state)
+      pos = 0
+    self.header_words[...] = self.headers[pos]
+    self.key_pos = pos + 1
+    self.inputs[self.header + 1] = reset
+    self.obs_words[...] = obs
+    read = self.read
+    if read is None:
+      read = self.read = self.read_now(state)
+    fn = self.act_only.get(deterministic) or self._act_only_fn(deterministic, read, state)
+    if self.plan.carries:
+      pstate, xstate, words = fn(read, state.preprocess, state.explore, self.inputs)
+      state = state._replace(preprocess=pstate, explore=xstate)
+    else:
+      words = fn(read, self.inputs)
+    self.clock += 1
+    self.word_rows[count][...] = np.asarray(words)
+    self.count = count + 1
+    self.dirty = True
+    typed, column, dtype = self.scalar
+    value = typed.item(count, 0, column)
+    return state, (bool(value) if dtype == np.bool_ else value)
+
   def _act_only(self, state: AgentState, obs, reset, deterministic: bool):
     pos = self.key_pos
     if self.headers is None or pos == self.KEY_STEPS:
@@ -282,7 +422,7 @@ class DeferredCommits:
     read = self.read
     if read is None:
       read = self.read = self.read_now(state)
-    fn = self.act_only.get(deterministic) or self._act_only_fn(deterministic)
+    fn = self.act_only.get(deterministic) or self._act_only_fn(deterministic, read, state)
     if self.plan.carries:
       pstate, xstate, words = fn(read, state.preprocess, state.explore, self.inputs)
       state = state._replace(preprocess=pstate, explore=xstate)
@@ -291,15 +431,18 @@ class DeferredCommits:
     self.clock += self.n
     return state, np.asarray(words)
 
-  def read_now(self, state: AgentState) -> list:
-    """The model-state leaves ``act_only`` reads."""
+  def read_now(self, state: AgentState):
+    """The model-state leaves ``act_only`` reads: a list, or packed into one array
+    (``FastPlan.read_floats``; once per commit or update, not per act)."""
     leaves = jax.tree.leaves(state.model)
-    return [leaves[i] for i in self.plan.reads]
+    read = [leaves[i] for i in self.plan.reads]
+    return read if self.pack_read is None else self.pack_read(read)
 
-  def _act_only_fn(self, deterministic: bool):
+  def _act_only_fn(self, deterministic: bool, read: list, state: AgentState):
     rt, plan = self.rt, self.plan
-    fn = rt.memo(("act_only", plan, deterministic),
-                 lambda: _act_only_program(rt.adapters, rt.parts, plan, deterministic))
+    args = (read, state.preprocess, state.explore) if plan.carries else (read,)
+    fn = rt.memo(("act_only", plan, deterministic), lambda: _lowered_unrolled(
+        _act_only_program(rt.adapters, rt.parts, plan, deterministic), *args, self.inputs))
     self.act_only[deterministic] = fn
     return fn
 

@@ -356,15 +356,16 @@ def act_only(parts: Parts, layout: FastLayout, model, pstate, xstate, words, *,
   explore_key = _wrap_key(layout, words[kw:2 * kw])
   timestep = jax.lax.bitcast_convert_type(words[2 * kw], jnp.int32)
   rows = words[layout.header:].reshape(n, -1)
-  idx = jax.lax.bitcast_convert_type(rows[:, 0], jnp.int32)
   obs = layout.raw.unpack(rows[:, 2:])
-  pstate, processed_k, active, full_reset = _preprocess_streams(parts, pstate, obs, idx,
-                                                                rows[:, 1] != 0)
-  obs_full = scatter(jax.tree.map(jnp.zeros_like, processed_k), processed_k, idx)
-  xstate, action, extras = _policy_step(parts, model, xstate, timestep, obs_full, active,
-                                        full_reset, act_key, explore_key, deterministic)
-  return pstate, xstate, layout.out.pack((processed_k, gather(action, idx),
-                                          gather(extras, idx)))
+  reset = rows[:, 1] != 0
+  # every stream acts, in order (the fast path's condition; column 0 holds 0..N-1): the
+  # [k] rows are the [N] rows, so the scatters and gathers of ``act_step`` are identities,
+  # left out (each is a kernel launch per call)
+  active = jnp.ones((n,), jnp.bool_)
+  pstate, processed = parts.preprocess(pstate, obs, reset, active, True)
+  xstate, action, extras = _policy_step(parts, model, xstate, timestep, processed, active,
+                                        reset, act_key, explore_key, deterministic)
+  return pstate, xstate, layout.out.pack((processed, action, extras))
 
 
 def commit_rows(parts: Parts, layout: FastLayout, state: AgentState, words, reward,
