@@ -134,6 +134,32 @@ persistent cache answered (``batchrl.envs.jax_env`` now strips weak types: 0.9 s
 the tracing, 3-4 s more for a compilation). One update to
 data per env step halved (``repeat_update=2``) did not hold: one of 3 seeds ended at -213
 with a best of -199.
+
+2026-11-26, the a2c row after the host-loop work (``nice -n 10``, one ``--only a2c``
+invocation per line; identical metrics before and after, seed 0: 308 at 20k, 500 from 100k):
+
+| when | batchrl | SB3 A2C rl-zoo, same run | ratio |
+|---|---|---|---|
+| before, load 3.9 | 22.0 s: start-up 2.7 + first 20k with compilation 2.8 + later steps 13.4 (13,463 steps/s) + evals/rest 3.2 | 69.8 s | 0.32x |
+| after, load 3.4 | 10.1 s: start-up 1.8 + 2.3 + later steps 4.3 (42,229 steps/s) + 1.8 | 45.4 s | 0.22x |
+| after, load 5.4-5.8 | 16.0 s: start-up 2.7 + 4.1 + later steps 6.8 (26,402 steps/s) + 2.4 | 55.7 s | 0.29x |
+| after, load 4.0 | 14.7 s: start-up 2.7 + 3.4 + later steps 6.4 (28,154 steps/s) + 2.3 | 48.5 s | 0.30x |
+| after + kept thread states, load 2.4 | 9.3 s: start-up 1.9 + 1.8 + later steps 4.0 (45,373 steps/s) + 1.6 | 34.6 s | 0.27x |
+| after + kept thread states, load 1.5 | 7.9 s: start-up 1.6 + 1.5 + later steps 3.4 (53,176 steps/s) + 1.4 | 32.8 s | 0.24x |
+
+What changed: ``ConvertTo32Bit`` cost ~10 us per CartPole step (about twice the env's own
+step: an ``np.errstate`` context and a general NaN/inf walk per observation and reward);
+it now casts and tests finiteness with one dot product, falling back to the general path
+for anything else. And ``run.xla_threads=1``: with XLA's default 2-thread pool the compiled
+step and its host callback moved between the two threads (and cores) at every env step
+(perf: both threads ~50% of the samples, ~10% in the pool's work stealing, ~15% in the
+kernel); one thread cut the CPU per agent step from ~265-340 us to ~190-205 us. Last,
+``host_call`` keeps the Python thread state of XLA's thread between callbacks (one was
+built and torn down per env step): ~185 -> 155-170 us. SB3's time moves with the load as
+much as ours (32.8-69.8 s over these runs), so the ratio is 0.22-0.31x. Left: start-up
+(imports ~1.1 s) and 8 compilations (~2.2 s, the training chunk 1.8 s of it; XLA
+optimization level 0 halves it but slows the chunk by more), and per agent step ~110 us in
+``BatchEnv.step`` for 8 CartPoles (their own ~40) plus ~50 us in the callback crossing.
 """
 from __future__ import annotations
 

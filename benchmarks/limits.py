@@ -1,7 +1,8 @@
 """Host environments at the speed limit: how close training gets to stepping the simulator.
 
 Run by hand (not a test). For each environment (HalfCheetah-v5 / ``ppo_mujoco``, Pendulum-v1
-/ ``pendulum``, Breakout / ``ppo_atari``), in ONE process and one run:
+/ ``pendulum``, Breakout / ``ppo_atari``, CartPole-v1 / ``a2c_cartpole``), in ONE process and
+one run:
 
 - the floor: the raw Gymnasium env stepped in this process with random actions (no
   wrappers of ours), and EnvPool's steps/s where it is installed and has the task;
@@ -23,6 +24,21 @@ between repeats cancels in the ratios). Use ``nice -n 10`` on a shared machine::
     python benchmarks/limits.py --quick                 # about a minute, Atari model rows off
     python benchmarks/limits.py                         # 3 repeats, 2 training iterations each
     python benchmarks/limits.py --envs HalfCheetah-v5 --repeats 5 --iterations 5
+    python benchmarks/limits.py --envs CartPole-v1 --iterations 200 --xla-threads 1
+
+``--xla-threads N`` starts JAX with N threads in XLA's CPU pool (``run.xla_threads``, see
+``batchrl.train.cpu_threads``; one process, so one setting for every row).
+
+CartPole-v1 / ``a2c_cartpole`` (8 envs in this process; 2-core CPU, load 3-5; per agent
+step of 8 envs), before and after the work of 2026-11-26 (issue 17's A2C target):
+``ConvertTo32Bit`` took ~10 us per env step for CartPole's ~5 (an ``np.errstate`` context
+and a general NaN/inf walk per observation and reward; now one cast and one dot product),
+and XLA's 2-thread pool moved the compiled step and its host callback between threads and
+cores at every step (``run.xla_threads=1``). Preset's wrapped env 0.41 -> 0.64-0.69 of the
+raw env's steps/s; ``BatchEnv`` 0 workers 0.36 -> 0.46-0.57; a training step (act, store,
+update/5, the callback, 8 env steps) about 265-340 us of CPU -> 190-205 us, of which
+``_host_step`` (``BatchEnv.step`` and its conversions) is ~110 and the compiled program
+with its crossing the rest (27 us of it in-graph compute with one thread, 45 with two).
 """
 from __future__ import annotations
 
@@ -51,9 +67,10 @@ from batchrl.envs.ingraph import InGraphBatchEnv  # noqa: E402
 from batchrl.envs.jax_env import EnvStep  # noqa: E402
 from batchrl.train import fused  # noqa: E402
 from batchrl.train.build import build_env, build_model, close_env, make_host_env  # noqa: E402
+from batchrl.train.cpu_threads import start_cpu_backend  # noqa: E402
 
 PRESETS = {"HalfCheetah-v5": "ppo_mujoco", "Pendulum-v1": "pendulum",
-           "BreakoutNoFrameskip-v4": "ppo_atari"}
+           "BreakoutNoFrameskip-v4": "ppo_atari", "CartPole-v1": "a2c_cartpole"}
 ENVPOOL_IDS = {"BreakoutNoFrameskip-v4": "Breakout-v5"}  # EnvPool's Atari ids (its own
 # preprocessing: frame skip 4, 84x84, 4 frames; so one of its steps is 4 emulator frames)
 ACTION_BLOCK = 512
@@ -218,11 +235,14 @@ class ConstantEnv:
     return EnvStep(out[0], state + 1, *out[1:], {})
 
 
-def model_parts(env, agent, sim, steps: int) -> dict[str, float]:
+def model_parts(env, agent, sim, period: int) -> dict[str, float]:
   """Microseconds per agent step of act, act+store, and act+store+callback crossing, each in
-  a compiled scan of ``steps`` steps; and of one update per env step."""
+  a compiled scan of at least 200 steps; and of the update (one per ``period`` agent steps)
+  per env step, from a scan of updates covering at least 1000 env steps. Long scans: the
+  dispatch of a call must not count for a cheap env such as CartPole's."""
   ingraph = find_ingraph(env)
   out = {}
+  steps = max(period, 200)
 
   def acts(sim):
     def body(key, _):
@@ -237,23 +257,25 @@ def model_parts(env, agent, sim, steps: int) -> dict[str, float]:
       const = ConstantEnv(ingraph, via)
       run = jax.jit(lambda s, c=const: simulation.simulate(c, agent, s, steps, mode="store")[0])
       out[name] = per_step_us(run, sim, steps)
-  update = jax.jit(lambda s: agent.update(s.agent_state))
-  out["update"] = per_step_us(update, sim, 1) / (steps * env.num_envs)
+  repeats = max(1, 1000 // (period * env.num_envs))
+  update = jax.jit(lambda s: jax.lax.scan(lambda state, _: (agent.update(state)[0], None),
+                                          s.agent_state, None, length=repeats)[0])
+  out["update"] = per_step_us(update, sim, repeats) / (period * env.num_envs)
   return out
 
 
 class Training:
-  """The preset's compiled training chunk over its host env, timed one iteration at a time
+  """The preset's compiled training chunk over its host env, ``iterations`` per call
   (``lean=False``: its host env reached through ``io_callback``, as before ``host_call``)."""
 
-  def __init__(self, exp, lean: bool = True):
+  def __init__(self, exp, iterations: int, lean: bool = True):
     host_call.LEAN = lean  # read when the chunk is traced, below
     try:
-      self._build(exp)
+      self._build(exp, iterations)
     finally:
       host_call.LEAN = True
 
-  def _build(self, exp):
+  def _build(self, exp, iterations: int):
     self.env = build_env(exp.run)
     self.agent = build_model(exp)
     ingraph = find_ingraph(self.env)
@@ -263,19 +285,22 @@ class Training:
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed))
     self.run_chunk = fused.make_run_chunk(self.env, self.agent)
     self.steps = exp.run.num_envs * self.agent.period
+    self.iterations = iterations
     start = time.perf_counter()
     self.iterate()  # compiles
     self.compile_seconds = time.perf_counter() - start
 
   def iterate(self) -> None:
-    self.sim, infos = self.run_chunk(self.sim, 1)
+    """``iterations`` iterations in ONE compiled call, as the trainer's chunks run (one
+    call per iteration would time the dispatch of a call, not the run, for a cheap env)."""
+    self.sim, infos = self.run_chunk(self.sim, self.iterations)
     jax.block_until_ready(infos)
 
-  def timed(self, iterations: int) -> dict[str, float]:
+  def timed(self) -> dict[str, float]:
     env0, cb0 = self.env_time.seconds, self.callback_time.seconds
+    iterations = self.iterations
     start = time.perf_counter()
-    for _ in range(iterations):
-      self.iterate()
+    self.iterate()
     total = time.perf_counter() - start
     return {"total": total, "env": self.env_time.seconds - env0,
             "callback": self.callback_time.seconds - cb0, "steps": iterations * self.steps,
@@ -303,8 +328,8 @@ def bench_env(env_id: str, args) -> None:
   live = {name: build() for name, (build, _) in
           ((k, v) for k, v in rows.items() if not isinstance(v, str))}
   model = not (args.quick and exp.run.atari)
-  training = Training(exp) if model else None
-  before = Training(exp, lean=False) if model and args.before else None
+  training = Training(exp, args.iterations) if model else None
+  before = Training(exp, args.iterations, lean=False) if model and args.before else None
   parts = (model_parts(training.env, training.agent, training.sim, exp.config.rollout_length)
            if model else {})
   rates: dict[str, list] = {name: [] for name in rows}
@@ -316,11 +341,11 @@ def bench_env(env_id: str, args) -> None:
                   for name, step in live.items()}
       floor = measured["raw env, one process"]
       if training is not None:
-        split = training.timed(args.iterations)
+        split = training.timed()
         measured["training run"] = split["steps"] / split["total"]
         splits.append(split)
       if before is not None:
-        split = before.timed(args.iterations)
+        split = before.timed()
         measured["training run, io_callback (before)"] = split["steps"] / split["total"]
       for name, rate in measured.items():
         rates.setdefault(name, []).append(rate)
@@ -384,7 +409,12 @@ def main() -> None:
   parser.add_argument("--no-before", dest="before", action="store_false",
                       help="skip the training row through io_callback (the state before "
                       "host_call)")
+  parser.add_argument("--xla-threads", type=int, default=None,
+                      help="threads of XLA's CPU pool (run.xla_threads); default JAX's")
   args = parser.parse_args()
+  if args.xla_threads is not None and not start_cpu_backend(args.xla_threads):
+    print(f"--xla-threads {args.xla_threads}: not applied (JAX already started, not below "
+          "the CPU count, or no CPU affinity here)")
   if args.quick:
     args.repeats, args.seconds, args.iterations = 2, 0.5, 1
   print(f"jax {jax.__version__} on {jax.default_backend()}, {os.cpu_count()} CPUs; "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 
 import gymnasium as gym
 import jax
@@ -100,3 +101,33 @@ def test_an_ingraph_env_gives_io_callbacks_transitions_bit_for_bit(monkeypatch):
   assert lean.done.sum() == 4  # episodes of 20 steps ended: final observations included
   for a, b in zip(jax.tree.leaves(lean), jax.tree.leaves(stock)):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_calling_thread_keeps_one_python_thread_state_across_calls():
+  """Every thread that runs ``fn`` keeps its Python thread state between calls (XLA's own
+  threads would otherwise get a fresh one per call): a ``threading.local`` value set in one
+  call is there in the next call on the same thread, and results are unchanged. (Where XLA
+  runs the program on the calling thread, that thread is the one kept.)"""
+  local = threading.local()
+  seen = []
+
+  def fn(value):
+    seen.append((threading.get_ident(), getattr(local, "calls", 0)))
+    local.calls = getattr(local, "calls", 0) + 1
+    return {"x": np.full(3, value, np.float32), "n": np.int32(0)}
+
+  def body(carry, _):
+    out = host_call(fn, STRUCTS, carry)
+    return carry + 1.0, out["x"][0]
+
+  _, xs = jax.jit(lambda c: jax.lax.scan(body, c, None, length=6))(jnp.float32(1.0))
+  np.testing.assert_array_equal(xs, [1, 2, 3, 4, 5, 6])
+  calls: dict[int, int] = {}
+  for ident, before in seen:
+    assert ident in host_call_module._KEPT
+    assert before == calls.get(ident, before)  # what this thread's previous call left
+    calls[ident] = before + 1
+  kept = set(host_call_module._KEPT)
+  host_call_module.keep_thread_state()  # idempotent: a thread is kept once
+  host_call_module.keep_thread_state()
+  assert host_call_module._KEPT == kept | {threading.get_ident()}

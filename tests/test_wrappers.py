@@ -1,5 +1,6 @@
 """Wrapper semantics on hand-written mock envs with fixed episode durations."""
 import copy
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -256,6 +257,54 @@ def test_convert_to_32_bit_refuses_non_finite_values():
   env.reset()
   with pytest.raises(ValueError, match="step\\(\\) reward is not finite"):
     env.step(np.zeros(1))
+
+
+class ValueEnv(gym.Env):
+  """Returns the observations and rewards it is given, one per step."""
+
+  def __init__(self, observations, rewards, dtype):
+    self.observation_space = spaces.Box(-np.inf, np.inf, np.shape(observations[0]), dtype)
+    self.action_space = spaces.Discrete(2)
+    self.observations, self.rewards, self.t = observations, rewards, 0
+
+  def reset(self, *, seed=None, options=None):
+    self.t = 0
+    return np.asarray(self.observations[0], self.observation_space.dtype), {}
+
+  def step(self, action):
+    self.t += 1
+    obs = np.asarray(self.observations[self.t], self.observation_space.dtype)
+    return obs, self.rewards[self.t - 1], False, False, {}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_convert_to_32_bit_short_path_gives_the_general_paths_values_without_warnings(dtype):
+  big = 1e20 if dtype == np.float32 else 3e38  # squares overflow float32 / at float32's edge
+  observations = [[0.5, -1.25], [big, -big], [1e-30, 0.0], [-3.0, 7.0]]
+  rewards = [1.0, np.float64(2.5), np.int64(3)]
+  env = ConvertTo32Bit(ValueEnv(observations, rewards, dtype))
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # no overflow warning from the finiteness test
+    first, _ = env.reset()
+    steps = [env.step(0) for _ in rewards]
+  np.testing.assert_array_equal(first, np.float32([0.5, -1.25]))
+  for (obs, reward, *_), expected, expected_reward in zip(steps, observations[1:], rewards):
+    assert obs.dtype == np.float32 and type(reward) is np.float32
+    np.testing.assert_array_equal(obs, np.asarray(expected, dtype).astype(np.float32))
+    assert reward == np.float32(expected_reward)
+
+
+@pytest.mark.parametrize("value, dtype", [(np.nan, np.float32), (np.inf, np.float32),
+                                          (1e39, np.float64), (-np.inf, np.float64)])
+def test_convert_to_32_bit_refuses_what_does_not_fit_float32(value, dtype):
+  env = ConvertTo32Bit(ValueEnv([[0.0, 0.0], [1.0, value]], [1.0], dtype))
+  env.reset()
+  with pytest.raises(ValueError, match=r"step\(\) observation is not finite"):
+    env.step(0)
+  env = ConvertTo32Bit(ValueEnv([[0.0, 0.0], [1.0, 1.0]], [1e39], np.float32))
+  env.reset()
+  with pytest.raises(ValueError, match=r"step\(\) reward is not finite"):
+    env.step(0)
 
 
 def test_cache_spaces_reads_spaces_once():

@@ -14,10 +14,17 @@ ordered like ``io_callback(..., ordered=True)`` (the same effect and token).
 It rests on JAX internals (``jax._src``): where they are missing or changed, ``host_call``
 is ``io_callback(..., ordered=True)``, with the same results. No ``vmap``, no autodiff
 (errors, as for an ordered ``io_callback``), as for the host envs that use it.
+
+Each XLA thread that calls ``fn`` keeps its Python thread state (``keep_thread_state``):
+XLA's threads are not Python's, so by default every call creates a thread state and
+deletes it on return. Measured on ``a2c_cartpole`` (8 CartPoles, one XLA thread, five A/B
+pairs of runs): about 185 us of CPU per step before, 155-170 after.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import threading
 from typing import Any, Callable
 
 import jax
@@ -69,6 +76,24 @@ def _lean_primitive():
   return prim
 
 
+_KEPT: set[int] = set()  # idents of the threads whose thread state is kept
+
+
+def keep_thread_state() -> None:
+  """Keeps the calling thread's Python thread state alive until the interpreter ends.
+
+  Called from a foreign (XLA) thread inside a callback, where the GIL is held: one more
+  ``PyGILState_Ensure`` that is never released, so the callback's own release no longer
+  deletes the thread state, and the next callback on this thread reuses it instead of
+  building a new one. A few thread states (one per XLA thread) stay allocated; nothing
+  else changes (a thread's ``threading.local`` values now last between its calls).
+  """
+  ident = threading.get_ident()
+  if ident not in _KEPT:
+    _KEPT.add(ident)
+    ctypes.pythonapi.PyGILState_Ensure()
+
+
 LEAN = True  # False: every host_call is io_callback(ordered=True) (read when traced;
 # benchmarks/limits.py compares the two in one run)
 
@@ -91,6 +116,7 @@ def host_call(fn: Callable[..., Any], result_structs: Any, *args: jax.Array) -> 
   avals = tuple(_core.ShapedArray(s.shape, s.dtype) for s in leaves)
 
   def flat_fn(*host_args):
+    keep_thread_state()
     # copies: the env may keep the action, XLA reuses its buffers after the call
     return tuple(jax.tree.leaves(fn(*(np.array(a) for a in host_args))))
 

@@ -21,6 +21,7 @@ from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.train import fused
 from batchrl.train.build import build_model, build_env, close_env, eval_steps
+from batchrl.train.cpu_threads import start_cpu_backend
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -43,6 +44,8 @@ class LocalTrainer:
 
   def __init__(self, exp: Experiment, run_dir: Path, *, seeds: int | None = None):
     check_seeds(exp, seeds)
+    # before anything compiles: XLA's pool is sized when JAX's backend starts
+    start_cpu_backend(exp.run.xla_threads)
     self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
     self.env = build_env(exp.run)
     self.agent = build_model(exp)
