@@ -14,7 +14,8 @@ and ``tune``.
                  [--direction maximize|minimize] [--objective best|last]
                  [--sampler tpe|random|grid] [--pruner median|hyperband|none] [--seed S]
                  [--seeds-per-trial K] [--batch-trials B] [--parallel P]
-                 [--ray [--address ADDR] [--max-failures F]] [--no-tensorboard]
+                 [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
+                 [--no-tensorboard]
     batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
@@ -300,6 +301,10 @@ def _add_tune_parser(sub) -> None:
   ray.add_argument("--max-failures", type=int, metavar="F",
                    help="(with --ray) times Ray restarts a trial whose process failed; it "
                    "resumes from its last checkpoint (default 2)")
+  ray.add_argument("--runners", type=int, metavar="N",
+                   help="(host configs, without --ray) trials one after another, each "
+                   "stepping its run.num_envs envs in N Ray env runners, as batchrl train "
+                   "--ray --runners N; on one local Ray instance unless --address")
 
 
 def _tune(args) -> int:
@@ -331,7 +336,7 @@ def _search(args, tune, stop):
                      direction=args.direction, objective=args.objective, seed=args.seed,
                      seeds_per_trial=args.seeds_per_trial, batch_trials=args.batch_trials,
                      parallel=args.parallel, ray=args.ray, address=args.address,
-                     tensorboard=not args.no_tensorboard, **restarts,
+                     runners=args.runners, tensorboard=not args.no_tensorboard, **restarts,
                      stop=stop)
 
 

@@ -1,6 +1,8 @@
-"""`batchrl tune --parallel P` (trials in worker processes) and `--ray` (trials as Ray Tune
-trials, Optuna's OptunaSearch on the same study.db): every trial lands in the study with its
-run directory, no Ray process is left behind, and bad launch flags are one line."""
+"""`batchrl tune --parallel P` (trials in worker processes), `--ray` (trials as Ray Tune
+trials, Optuna's OptunaSearch on the same study.db) and `--runners N` (each trial's envs in
+Ray runner actors): every trial lands in the study with its run directory, a stopped search
+resumes without repeating finished trials, no Ray process is left behind, and bad launch
+flags are one line."""
 import os
 import shutil
 
@@ -57,12 +59,12 @@ def _check_trials_landed(tune_dir, count):
   return study
 
 
-@pytest.mark.slow
 def _live_children() -> set[int]:
   return {p.pid for p in psutil.Process().children(recursive=True)
           if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
 
 
+@pytest.mark.slow
 def test_parallel_workers_run_every_trial_into_one_study(tmp_path, capsys):
   before = _live_children()  # servers earlier tests started (env fork server, ...) stay
   assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
@@ -130,6 +132,11 @@ def test_a_worker_that_fails_is_reported(tmp_path, capsys):
     (["--max-failures", "3"], "--max-failures only applies with --ray"),
     (["--ray", "--max-failures", "-1"], "--max-failures must be >= 0"),
     (["--ray", "--address", "not-an-address"], "--address must be HOST:PORT"),
+    (["--ray", "--runners", "2"], "--runners cannot be combined with --ray: a Ray Tune "
+     "trial's env runners would wait for the CPUs the concurrent trials hold"),
+    (["--runners", "2", "--parallel", "2"], "--runners runs the trials one after another"),
+    (["--runners", "0"], "--runners must be an integer >= 1, got 0"),
+    (["--runners", "3"], "--runners 3: run.num_envs=4 does not split evenly over 3 runners"),
 ])
 def test_bad_launch_flags_are_one_line_exit_2_and_leave_nothing(change, message, tmp_path,
                                                                 capsys):
@@ -165,22 +172,42 @@ def test_without_ray_tune_ray_is_one_line_naming_the_extra(tmp_path, capsys, mon
   assert not logdir.exists()
 
 
-def _ray_processes():
+def _ray_descendants() -> set[int]:
+  """Ray processes below this one (others' tests on the machine may run Ray of their own)."""
   names = ("raylet", "gcs_server", "ray::", "default_worker", "dashboard", "log_monitor")
-  found = []
-  for p in psutil.process_iter(["pid", "cmdline", "ppid"]):
-    cmd = " ".join(p.info["cmdline"] or [])
-    if any(n in cmd for n in names):
-      found.append(p)
+  found = set()
+  for p in psutil.Process().children(recursive=True):
+    try:
+      if p.status() != psutil.STATUS_ZOMBIE and any(n in " ".join(p.cmdline()) for n in names):
+        found.add(p.pid)
+    except psutil.NoSuchProcess:
+      pass
   return found
+
+
+def _no_ray_left(tune_dir, before: set[int], wait_s: float = 10.0) -> bool:
+  """No process holds a file under the search's local Ray dir (a Ray worker orphaned by its
+  raylet is no longer our descendant but still holds its logs there) and no Ray process
+  below this one is new. Processes killed at shutdown are given ``wait_s`` to exit."""
+  import time
+  from batchrl.distributed import cluster
+  deadline = time.monotonic() + wait_s
+  while True:
+    left = cluster.processes_under(tune_dir / "ray") + sorted(_ray_descendants() - before)
+    if not left or time.monotonic() > deadline:
+      break
+    time.sleep(0.2)
+  if left:
+    print("Ray processes left:", [psutil.Process(pid).cmdline() for pid in left
+                                  if psutil.pid_exists(pid)])
+  return not left
 
 
 @pytest.mark.slow
 def test_ray_runs_trials_as_ray_tune_trials_into_the_same_study(tmp_path, monkeypatch, capsys):
   ray = pytest.importorskip("ray")
   pytest.importorskip("ray.tune")
-  from batchrl.distributed import cluster
-  before = {p.pid for p in _ray_processes()}
+  before = _ray_descendants()
   monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
   assert main(_argv(tmp_path, "--ray", "--parallel", "2", trials=2)) == 0
   tune_dir = tmp_path / "T-cartpole-tune"
@@ -189,8 +216,7 @@ def test_ray_runs_trials_as_ray_tune_trials_into_the_same_study(tmp_path, monkey
   # Ray Tune's own records of the two trials, and nothing of Ray left running
   assert len(list((tune_dir / "ray_results").glob("*/trainable_*"))) == 2
   assert not ray.is_initialized()
-  assert cluster.processes_under(tune_dir / "ray") == []
-  assert {p.pid for p in _ray_processes()} <= before
+  assert _no_ray_left(tune_dir, before)
 
 
 def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
@@ -201,11 +227,12 @@ def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
   from batchrl.tune.ray_tune import NUMBER, OBJECTIVE, STATE, DefineByRun, StudySearch
   storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'study.db'}")
   optuna.create_study(storage=storage, study_name="s", direction="maximize")
+  stop_file = tmp_path / "stop-requested"
   searcher = StudySearch(space=DefineByRun(parse_space(SPACE)), metric=OBJECTIVE, mode="max",
                          sampler=optuna.samplers.RandomSampler(seed=0), study_name="s",
-                         storage=storage)
-  configs = [searcher.suggest(f"ray{k}") for k in range(5)]
-  assert [c[NUMBER] for c in configs] == [0, 1, 2, 3, 4]
+                         storage=storage, stop_file=stop_file)
+  configs = [searcher.suggest(f"ray{k}") for k in range(6)]
+  assert [c[NUMBER] for c in configs] == [0, 1, 2, 3, 4, 5]
   assert all(1e-4 <= c["learning_rate"] <= 1e-2 for c in configs)
   searcher.on_trial_result("ray0", {OBJECTIVE: None, STATE: "running", "step": 256})
   searcher.on_trial_complete("ray0", {OBJECTIVE: 12.5, STATE: "complete"})
@@ -213,8 +240,76 @@ def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
   searcher.on_trial_complete("ray2", {OBJECTIVE: None, STATE: "failed"})
   searcher.on_trial_complete("ray3", {OBJECTIVE: None, STATE: "running"})  # stopped
   searcher.on_trial_complete("ray4", None, error=True)  # Ray gave up on it
+  searcher.on_trial_complete("ray5", {OBJECTIVE: None, STATE: "stopped"})  # after Ctrl-C
+  stop_file.touch()  # Ctrl-C: no new trial starts
+  assert searcher.suggest("ray6") == searcher.FINISHED
   study = optuna.load_study(study_name="s", storage=storage)
   assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "FAIL", "RUNNING",
-                                                  "FAIL"]
+                                                  "FAIL", "RUNNING"]
   assert study.trials[0].value == 12.5
   assert study.trials[0].intermediate_values == {}  # Ray's iteration reports are dropped
+
+
+@pytest.mark.slow
+def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path, monkeypatch):
+  """``--ray``, one trial at a time: ``stop`` (the CLI's first Ctrl-C) once trial 0 has
+  finished and trial 1 has started: trial 1 stops after its first update with a checkpoint,
+  as without Ray, and no trial starts after it. The same search again keeps trial 0 as it
+  was, continues trial 1's values from that checkpoint (as trial 2, in trial 1's run
+  directory) and runs nothing more; no Ray process is left behind by either run."""
+  from batchrl import checkpoint
+  ray = pytest.importorskip("ray")
+  pytest.importorskip("ray.tune")
+  from batchrl.tune import search
+  monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+  before = _ray_descendants()
+  kwargs = dict(trials=2, logdir=tmp_path, timestamp="T", overrides=TINY, sampler="random",
+                pruner="none", seed=0, tensorboard=False, ray=True, parallel=1)
+  tune_dir = tmp_path / "T-cartpole-tune"
+
+  def ctrl_c() -> bool:
+    return (tune_dir / "trials" / "1" / "config.yaml").is_file()
+
+  with pytest.raises(KeyboardInterrupt):
+    search("cartpole", SPACE, stop=ctrl_c, **kwargs)
+  stopped = _study(tune_dir)
+  assert [t.state.name for t in stopped.trials] == ["COMPLETE", "RUNNING"]  # cut short
+  assert checkpoint.latest_step(tune_dir / "trials" / "1" / "checkpoints") == 256
+  assert not (tune_dir / "ray_results" / "stop-requested").exists()
+  first = (tune_dir / "trials" / "0" / "metrics.jsonl").read_text()
+  assert not ray.is_initialized() and _no_ray_left(tune_dir, before)
+
+  study = search("cartpole", SPACE, **kwargs)  # the same search again
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+  assert study.trials[2].params == stopped.trials[1].params
+  assert study.trials[2].user_attrs["batchrl_resumes"] == 1
+  assert (tune_dir / "trials" / "0" / "metrics.jsonl").read_text() == first  # not repeated
+  assert not (tune_dir / "trials" / "1").exists()  # taken over by trial 2
+  records = read_metrics(tune_dir / "trials" / "2")
+  # continued from its checkpoint at 256: that update was not trained again
+  assert [r["step"] for r in records if r["phase"] == "train"] == [256, 512]
+  assert [r["step"] for r in records if r["phase"] == "eval"][-1] == 512
+  assert (tune_dir / "best.yaml").is_file()
+  # complete: running it again runs nothing
+  assert len(search("cartpole", SPACE, **kwargs).trials) == 3
+  assert not ray.is_initialized() and _no_ray_left(tune_dir, before)
+
+
+@pytest.mark.slow
+def test_runners_train_each_trial_with_its_envs_in_ray_runners(tmp_path, monkeypatch, capsys):
+  """``--runners 2``: the trials run one after another, each a ``batchrl train --ray
+  --runners 2`` run (the envs in two Ray runner actors, 2 envs each) on one local Ray
+  instance under the search, which is gone at the end."""
+  ray = pytest.importorskip("ray")
+  monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+  before = _ray_descendants()
+  assert main(_argv(tmp_path, "--runners", "2", trials=2)) == 0
+  tune_dir = tmp_path / "T-cartpole-tune"
+  _check_trials_landed(tune_dir, 2)
+  assert capsys.readouterr().out.startswith("Best trials (2 complete):")
+  for n in (0, 1):
+    train = [r for r in read_metrics(tune_dir / "trials" / str(n)) if r["phase"] == "train"]
+    assert {"runner0/steps_per_second", "runner1/steps_per_second"} <= set(train[-1])
+  assert (tune_dir / "ray").is_dir()  # the search's one instance, not one per trial
+  assert not (tune_dir / "trials" / "0" / "ray").exists()
+  assert not ray.is_initialized() and _no_ray_left(tune_dir, before)

@@ -9,18 +9,21 @@ bad input leaves nothing behind. See ``batchrl.tune.study`` for the directory an
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from batchrl import configs
-from batchrl.configclass import atomic_write_text
+from batchrl import compilation_cache, configs, distributed
+from batchrl.configclass import ConfigError, atomic_write_text
 from batchrl.configs import Experiment, apply_overrides
+from batchrl.distributed import RayOptions
 from batchrl.distributed import cluster as ray_cluster
 from batchrl.errors import UserInputError, missing_extra
 from batchrl.train.build import check_env
@@ -28,7 +31,7 @@ from batchrl.tune import study as studies
 from batchrl.tune.batched import check_batching, run_groups
 from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.options import TuneOptions
-from batchrl.tune.parallel import Job, jax_cache_settings, run_parallel, samplers_for
+from batchrl.tune.parallel import Job, run_parallel, samplers_for
 from batchrl.tune.space import Param, check_space, parse_space
 from batchrl.tune.trial import TrialFailed, run_trial
 
@@ -42,6 +45,7 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
            overrides: Iterable[str] = (), sampler: Any = "tpe", pruner: Any = "median",
            directory=None, batch_trials: int = 1, parallel: int = 1, ray: bool = False,
            address: str | None = None, max_failures: int = 2,
+           runners: int | RayOptions | None = None,
            stop: Callable[[], bool] | None = None, **options):
   """Runs (or resumes) a search; returns the Optuna study.
 
@@ -62,6 +66,11 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
       (``batchrl.tune.ray_tune``; ``pip install "batchrl[tune-ray]"``), on a local Ray
       instance or the cluster at ``address``; Ray restarts a failed trial up to
       ``max_failures`` times.
+    runners: each trial steps its envs in this many Ray runner actors (or as the given
+      ``batchrl.distributed.RayOptions`` say), as ``batchrl train --ray --runners N`` does;
+      host configs, trials one after another, on one Ray instance for the whole search (a
+      local one under the search's ``ray/``, or the cluster at ``address``). Not with
+      ``ray``, ``parallel`` or ``batch_trials`` (``check_launch`` says why).
     stop: checked after every training phase; when true, the trial under way saves a
       checkpoint and the search ends with ``KeyboardInterrupt`` (``batchrl tune``: Ctrl-C).
       Running it again resumes that trial.
@@ -72,14 +81,21 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
   names = {k: v for k, v in (("sampler", sampler), ("pruner", pruner)) if isinstance(v, str)}
   opts = TuneOptions(trials=trials, **names, **options)
   base = configs.load(config) if isinstance(config, str) else config
-  overrides = list(overrides) + ([f"run.seed={opts.seed}"] if opts.seed is not None else [])
+  runners = runner_options(runners, address)
+  fixed = list(overrides) + (runners.overrides() if runners else [])
+  overrides = fixed + ([f"run.seed={opts.seed}"] if opts.seed is not None else [])
   exp = apply_overrides(base, overrides)
   params = parse_space(space)
-  check_space(base, params, overrides)
+  check_space(base, params, fixed, seed=opts.seed)
   if opts.sampler == "grid" and isinstance(sampler, str):
     _check_grid(params, opts)
   check_batching(exp, opts, batch_trials)
-  check_launch(batch_trials, parallel, ray, address, max_failures)
+  check_launch(batch_trials, parallel, ray, address, max_failures, runners is not None)
+  if runners is not None:  # host envs that split over the runners; Ray; the cluster
+    try:
+      distributed.preflight(exp, runners)
+    except ConfigError as e:
+      raise ConfigError(f"--runners {runners.runners}: {e}") from None
   check_env(exp.run)
   tune_dir = Path(directory) if directory else studies.tune_directory(logdir, exp.name,
                                                                       timestamp)
@@ -91,7 +107,7 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
                    if isinstance(sampler, str) else sampler)
   study.pruner = studies.make_pruner(optuna, pruner, exp) if isinstance(pruner, str) else pruner
   study.set_user_attr(DIRECTORY, str(tune_dir))
-  launch = Launch(batch_trials, parallel, ray, address, max_failures, sampler, seed)
+  launch = Launch(batch_trials, parallel, ray, address, max_failures, sampler, seed, runners)
   try:
     _optimize(optuna, study, base, overrides, params, opts, tune_dir, launch, stop)
   except UserInputError:
@@ -123,19 +139,42 @@ class Launch:
   max_failures: int
   sampler: Any
   seed: int
+  runners: RayOptions | None = None
+
+
+def runner_options(runners: int | RayOptions | None, address: str | None) -> RayOptions | None:
+  """``search``'s ``runners`` as ``RayOptions`` (an int is the number of runners; the
+  search's ``address`` is theirs)."""
+  if runners is None or isinstance(runners, RayOptions):
+    return runners
+  if isinstance(runners, bool) or not isinstance(runners, int) or runners < 1:
+    raise UserInputError(f"--runners must be an integer >= 1, got {runners!r}.")
+  return RayOptions(address=address, runners=runners)
 
 
 def check_launch(batch_trials: int, parallel: int, ray: bool, address: str | None,
-                 max_failures: int) -> None:
-  """``--parallel``/``--ray``/``--address`` checked before anything is written (Ray Tune
-  installed, the cluster reachable)."""
+                 max_failures: int, runners: bool = False) -> None:
+  """``--parallel``/``--ray``/``--address``/``--runners`` checked before anything is
+  written (Ray Tune installed, the cluster reachable)."""
   if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
     raise UserInputError(f"--parallel must be an integer >= 1, got {parallel!r}.")
   if max_failures < 0:
     raise UserInputError(f"--max-failures must be >= 0, got {max_failures}.")
-  if address is not None and not ray:
-    raise UserInputError("--address only applies with --ray (the Ray cluster the trials "
-                         "run on).")
+  if address is not None and not (ray or runners):
+    raise UserInputError("--address only applies with --ray or --runners (the Ray cluster "
+                         "the trials or their env runners run on).")
+  if runners and ray:
+    # A Ray Tune trial holds its CPU while its runners ask the same instance for theirs: on
+    # a local instance (--parallel CPUs) they never start, and the search hangs.
+    raise UserInputError("--runners cannot be combined with --ray: a Ray Tune trial's env "
+                         "runners would wait for the CPUs the concurrent trials hold, so the "
+                         "search can hang. Give --runners N without --ray (trials one after "
+                         "another, each stepping its envs in N Ray runners), or --ray "
+                         "without --runners (each trial steps its envs in its own process).")
+  if runners and (parallel > 1 or batch_trials > 1):
+    flag = "--parallel" if parallel > 1 else "--batch-trials"
+    raise UserInputError(f"--runners runs the trials one after another, each on Ray env "
+                         f"runners; {flag} runs several at a time: give one of the two.")
   if batch_trials > 1 and (parallel > 1 or ray):
     flag = "--ray" if ray else "--parallel"
     raise UserInputError(f"{flag} runs trials in separate processes and --batch-trials "
@@ -179,7 +218,7 @@ def _optimize(optuna, study, base: Experiment, overrides: list[str],
     workers = 1 if launch.ray else min(launch.parallel, remaining)
     job = Job(base, overrides, params, opts, Path(tune_dir).resolve(), study.study_name,
               samplers_for(optuna, launch.sampler, params, launch.seed, workers),
-              study.pruner, jax_cache_settings())
+              study.pruner, compilation_cache.settings())
     if launch.ray:
       _ray_tune().run_on_ray(study, job, remaining, sampler=job.samplers[0],
                              parallel=launch.parallel, address=launch.address,
@@ -190,10 +229,24 @@ def _optimize(optuna, study, base: Experiment, overrides: list[str],
     return
 
   def objective(trial) -> float:
-    return run_trial(optuna, trial, base, overrides, params, opts, tune_dir, stop)
+    return run_trial(optuna, trial, base, overrides, params, opts, tune_dir, stop,
+                     runners=launch.runners)
 
-  study.optimize(objective, n_trials=remaining, catch=(TrialFailed,),
-                 callbacks=[_log_trial(optuna, opts)])
+  with _runner_cluster(launch.runners, tune_dir):
+    study.optimize(objective, n_trials=remaining, catch=(TrialFailed,),
+                   callbacks=[_log_trial(optuna, opts)])
+
+
+def _runner_cluster(runners: RayOptions | None, tune_dir: Path):
+  """With ``runners``: connected to Ray for the whole search (each trial's runners start and
+  stop on it), a local instance under ``<search>/ray`` unless ``runners.address``; else
+  nothing."""
+  if runners is None:
+    return contextlib.nullcontext()
+  # a local instance fits every runner, even on a machine with fewer cores (as train --ray)
+  cpus = runners.local_cpus or max(os.cpu_count() or 1,
+                                   math.ceil(runners.runners * runners.runner_cpus))
+  return ray_cluster.connect(runners.address, Path(tune_dir) / "ray", cpus)
 
 
 def _log_trial(optuna, opts: TuneOptions):

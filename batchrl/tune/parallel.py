@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import cloudpickle
-import jax
 
+from batchrl import compilation_cache
 from batchrl.configs import Experiment
 from batchrl.errors import RunFailure
 from batchrl.tune import study as studies
@@ -59,7 +59,7 @@ class Job:
   study_name: str
   samplers: tuple[Any, ...]  # one per worker
   pruner: Any
-  jax_cache: tuple[str | None, float]  # this process's compilation cache settings
+  jax_cache: compilation_cache.Settings  # the driver's, for the workers
 
 
 def samplers_for(optuna, sampler: Any, params: tuple[Param, ...], seed: int,
@@ -228,18 +228,4 @@ def _configure(index: int, job: Job) -> None:
   log.addHandler(handler)
   log.setLevel(logging.WARNING)
   log.propagate = False
-  apply_jax_cache(job.jax_cache)
-
-
-def apply_jax_cache(settings: tuple[str | None, float]) -> None:
-  """The driver's compilation cache (``jax_cache_settings``) in this process."""
-  cache_dir, min_seconds = settings
-  if cache_dir:
-    jax.config.update("jax_compilation_cache_dir", cache_dir)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
-
-
-def jax_cache_settings() -> tuple[str | None, float]:
-  """This process's compilation cache settings, for the workers."""
-  return (jax.config.jax_compilation_cache_dir,
-          float(jax.config.jax_persistent_cache_min_compile_time_secs))
+  compilation_cache.apply(job.jax_cache)

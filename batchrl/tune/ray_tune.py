@@ -15,6 +15,14 @@ directory). A local Ray instance lives under ``<search>/ray`` and is shut down a
 joins a cluster, whose nodes must see the search directory at the same path (a shared
 filesystem: every trial writes its run directory and reports to ``study.db`` there).
 
+Ctrl-C (``stop``) stops the trials as without Ray, each after its current update with a
+checkpoint: the driver (``_StopWhen``, polled by Ray Tune) writes a flag file in the
+search's ``ray_results/`` that every trial's training loop checks (a callable cannot reach
+Ray workers; a file reaches every node that shares the search directory), and the searcher
+starts no new trial. The stopped trials stay running in the study, so that the same command
+runs them again, from their checkpoints. Ray Tune's own way to end an experiment would kill
+the trials mid-run instead (losing everything since their last periodic checkpoint).
+
 Pruning stays Optuna's (``--pruner``), decided inside the trial as without Ray, rather than
 mapped onto a Ray scheduler: a trial stopped by a Ray scheduler is killed mid-run and
 ``OptunaSearch`` records it as COMPLETE with its partial value, where Optuna's pruner lets the
@@ -41,20 +49,23 @@ from ray import tune
 from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.optuna import OptunaSearch
 
+from batchrl import compilation_cache
 from batchrl.distributed import cluster
 from batchrl.tune import study as studies
 from batchrl.tune.optuna_module import require_optuna
-from batchrl.tune.parallel import Job, apply_jax_cache
+from batchrl.tune.parallel import Job
 from batchrl.tune.space import Param
 from batchrl.tune.trial import TrialFailed, existing_trial, run_trial, suggest
 
 log = logging.getLogger("batchrl")
 
 OBJECTIVE = "objective"  # the metric Ray's searcher reads: the trial's objective at its end
-STATE = "batchrl_state"  # how the trial ended: complete, pruned, failed (running before)
+STATE = "batchrl_state"  # how the trial ended: complete, pruned, failed, stopped (Ctrl-C;
+# left running in the study); running before
 NUMBER = "batchrl_trial"  # the Optuna trial number, in the trial's Ray config
 RAY_DIR = "ray"  # a local Ray instance's temp dir (sockets, logs) under the search
 RESULTS_DIR = "ray_results"  # Ray Tune's experiment records under the search
+STOP_FILE = "stop-requested"  # in RESULTS_DIR: written on Ctrl-C, read by every trial
 
 
 class DefineByRun:
@@ -78,8 +89,18 @@ class StudySearch(OptunaSearch):
   Optuna trial, so they are dropped. The trial's last result says how it ended: complete
   (its objective), pruned, or failed (values that cannot train); a trial that Ray gave up
   on is failed. A trial stopped before its end (Ctrl-C) is left running in the study, so
-  that resuming the search runs it again with its values.
+  that resuming the search runs it again with its values; once ``stop_file`` exists no new
+  trial starts.
   """
+
+  def __init__(self, *args, stop_file: Path | None = None, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.stop_file = stop_file
+
+  def suggest(self, trial_id: str):
+    if self.stop_file is not None and self.stop_file.exists():
+      return self.FINISHED
+    return super().suggest(trial_id)
 
   def on_trial_result(self, trial_id: str, result: dict) -> None:
     del trial_id, result
@@ -125,23 +146,31 @@ class _LogTrials(_DriverOnly, tune.Callback):
 
 
 class _StopWhen(_DriverOnly, tune.Stopper):
-  """Ends the whole experiment when ``stop()`` turns true (Ctrl-C)."""
+  """When ``stop()`` turns true (Ctrl-C): writes ``stop_file``, on which every trial stops
+  after its current update with a checkpoint (and ``StudySearch`` starts no new one). Never
+  ends the experiment itself: Ray Tune would kill the trials mid-run; it ends once the
+  stopped trials have returned."""
 
-  def __init__(self, stop: Callable[[], bool] | None):
-    self.stop = stop
+  def __init__(self, stop: Callable[[], bool] | None, stop_file: Path):
+    self.stop, self.stop_file = stop, stop_file
 
   def __call__(self, trial_id, result) -> bool:
     return False
 
   def stop_all(self) -> bool:
-    return bool(self.stop and self.stop())
+    stop, stop_file = getattr(self, "stop", None), getattr(self, "stop_file", None)
+    if stop is not None and stop_file is not None and not stop_file.exists() and stop():
+      log.warning("Stopping: each trial under way stops after its current update and saves "
+                  "a checkpoint.")
+      stop_file.touch()
+    return False
 
 
 def trainable(config: dict, job: bytes) -> None:
   """One trial, in a Ray worker: trains it as ``run_trial`` does without Ray, reporting each
   evaluation to Ray as well, and ends with a result that says how it ended."""
   spec: Job = cloudpickle.loads(job)
-  apply_jax_cache(spec.jax_cache)
+  compilation_cache.apply(spec.jax_cache)
   optuna = require_optuna()
   study = optuna.load_study(study_name=spec.study_name,
                             storage=studies.shared_storage(optuna, spec.tune_dir),
@@ -151,9 +180,12 @@ def trainable(config: dict, job: bytes) -> None:
   def report(step: int, metrics: dict) -> None:
     tune.report({OBJECTIVE: None, STATE: "running", "step": step, **_numbers(metrics)})
 
+  stop_file = Path(spec.tune_dir) / RESULTS_DIR / STOP_FILE
   try:
     value = run_trial(optuna, trial, spec.base, spec.overrides, spec.params, spec.options,
-                      spec.tune_dir, on_report=report)
+                      spec.tune_dir, stop=stop_file.exists, on_report=report)
+  except KeyboardInterrupt:  # the search is stopping: checkpointed, left running in the study
+    tune.report({OBJECTIVE: None, STATE: "stopped"})
   except optuna.TrialPruned as e:
     tune.report({OBJECTIVE: None, STATE: "pruned", "reason": str(e)})
   except TrialFailed as e:
@@ -175,11 +207,15 @@ def run_on_ray(study, job: Job, remaining: int, *, sampler, parallel: int,
   local Ray instance with ``parallel`` CPUs or the cluster at ``address``. Raises
   ``KeyboardInterrupt`` when ``stop()`` ended the search early."""
   optuna = require_optuna()
+  tune_dir = Path(job.tune_dir)
+  stop_file = tune_dir / RESULTS_DIR / STOP_FILE
+  stop_file.parent.mkdir(parents=True, exist_ok=True)
+  stop_file.unlink(missing_ok=True)  # an earlier, stopped run of this search left it
   searcher = StudySearch(space=DefineByRun(job.params), metric=OBJECTIVE,
                          mode="max" if study.direction.name == "MAXIMIZE" else "min",
                          sampler=sampler, study_name=job.study_name,
-                         storage=studies.shared_storage(optuna, job.tune_dir))
-  tune_dir = Path(job.tune_dir)
+                         storage=studies.shared_storage(optuna, job.tune_dir),
+                         stop_file=stop_file)
   trial_fn = tune.with_resources(tune.with_parameters(trainable, job=cloudpickle.dumps(job)),
                                  {"cpu": 1})
   log.info("Running %d trial(s) on Ray Tune, %d at a time.", remaining, parallel)
@@ -194,9 +230,11 @@ def run_on_ray(study, job: Job, remaining: int, *, sampler, parallel: int,
         run_config=tune.RunConfig(
             name=time.strftime("%Y%m%d-%H%M%S"), storage_path=str(tune_dir / RESULTS_DIR),
             failure_config=tune.FailureConfig(max_failures=max_failures),
-            stop=_StopWhen(stop), callbacks=[_LogTrials(study, log_trial)], verbose=0))
+            stop=_StopWhen(stop, stop_file), callbacks=[_LogTrials(study, log_trial)],
+            verbose=0))
     tuner.fit()
-  if stop is not None and stop():
+  if stop_file.exists():
+    stop_file.unlink()
     raise KeyboardInterrupt
 
 

@@ -102,26 +102,73 @@ def parse_space(space: Iterable[str] | Mapping[str, str]) -> tuple[Param, ...]:
   if not items:
     raise ConfigError(f"give at least one --search {GRAMMAR}.")
   params = tuple(parse(item) for item in items)
-  keys = [p.key for p in params]
-  twice = sorted({k for k in keys if keys.count(k) > 1})
-  if twice:
-    raise ConfigError(f"--search gives {', '.join(twice)} more than once.")
+  seen: dict[str, Param] = {}
+  for param in params:  # the same spelling twice; check_space also finds aliases
+    if param.key in seen:
+      raise _twice(param.key, _place(seen[param.key]), _place(param))
+    seen[param.key] = param
   return params
 
 
-def check_space(exp: Experiment, params: tuple[Param, ...], overrides: list[str]) -> None:
+def check_space(exp: Experiment, params: tuple[Param, ...], overrides: list[str], *,
+                seed: int | None = None) -> None:
   """Every bound and choice of ``params`` applied to ``exp`` (with ``overrides``, the
-  ``--set`` items) as ``--set`` would: an unknown key names the closest field, a value out
-  of a field's range gives that field's own message. Nothing runs."""
-  fixed = {item.partition("=")[0].strip() for item in overrides}
+  ``--set`` items, and ``seed``, ``--seed``'s ``run.seed``) as ``--set`` would: an unknown
+  key names the closest field, a value out of a field's range gives that field's own
+  message, and a field given twice (``check_duplicates``) names both places. Nothing runs."""
+  check_duplicates(exp, params, overrides, seed=seed)
+  overrides = [*overrides, *([f"run.seed={seed}"] if seed is not None else [])]
   for param in params:
-    if param.key in fixed:
-      raise ConfigError(f"{param.key!r} is given by both --set and --search; keep one.")
     for value in param.values_to_check():
       try:
         apply_overrides(exp, [*overrides, f"{param.key}={value}"])
       except ConfigError as e:
         raise ConfigError(f"--search {param.text!r} ({param.key}={value}): {e}") from None
+
+
+def check_duplicates(exp: Experiment, params: tuple[Param, ...], overrides: list[str], *,
+                     seed: int | None = None) -> None:
+  """A field searched twice, or both fixed (``--set``, ``--seed``) and searched, however
+  each spells it (``learning_rate``, ``agent.learning_rate`` and ``ppo.learning_rate`` are
+  one field): a ``ConfigError`` naming the field and both places. A trial would otherwise
+  take one of the two values silently (the last item applied wins)."""
+  fixed: dict[str, str] = {}
+  for item in overrides:
+    fixed.setdefault(field_of(exp, item.partition("=")[0]), f"--set {item.strip()}")
+  if seed is not None:
+    fixed.setdefault("run.seed", f"--seed {seed}")
+  searched: dict[str, str] = {}
+  for param in params:
+    field = field_of(exp, param.key)
+    first = searched.get(field) or fixed.get(field)
+    if first is not None:
+      raise _twice(field, first, _place(param))
+    searched[field] = _place(param)
+
+
+def field_of(exp: Experiment, key: str) -> str:
+  """The field a ``--set`` key names, written ``run.FIELD`` or ``AGENT.FIELD`` (the section
+  resolved as ``configs.apply_overrides`` resolves it); a key it would refuse (unknown, or
+  a bare name of both sections) is returned as written, to be refused when applied."""
+  section, _, name = key.strip().rpartition(".")
+  run_keys = {f.name for f in dataclasses.fields(exp.run)}
+  agent_keys = {f.name for f in dataclasses.fields(exp.config)}
+  if section == "run" or (not section and name in run_keys and name not in agent_keys):
+    return f"run.{name}"
+  if section in ("agent", exp.agent) or (not section and name in agent_keys
+                                         and name not in run_keys):
+    return f"{exp.agent}.{name}"
+  return key.strip()
+
+
+def _place(param: Param) -> str:
+  return f"--search {param.text!r}"
+
+
+def _twice(field: str, first: str, second: str) -> ConfigError:
+  why = (" (--set fixes a value for every trial, --search searches it)"
+         if first.startswith("--set") else "")
+  return ConfigError(f"{field} is given twice, by {first} and by {second}: keep one{why}.")
 
 
 def overrides_of(params: tuple[Param, ...], values: Mapping[str, object]) -> list[str]:

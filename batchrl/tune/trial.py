@@ -7,19 +7,24 @@ the loop stops after that evaluation, whose record in ``metrics.jsonl`` says
 ``"stopped": "pruned ..."``. With several seeds per trial, a gymnax config trains them in one
 compiled program (its evaluations are the mean over seeds); host configs train them one
 after another in ``trials/<number>/seed<k>/``, reported at steps offset by the budget so
-every trial reports at the same steps.
+every trial reports at the same steps. With ``runners`` (``--runners N``) a host trial steps
+its envs in N Ray runner actors, as ``batchrl train --ray`` does (``batchrl.distributed``),
+on the Ray instance the search is connected to.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ContextManager
 
+from batchrl import distributed
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment, apply_overrides
+from batchrl.distributed import RayOptions
 from batchrl.logging import read_metrics
 from batchrl.train import loop
 from batchrl.train.local import LocalTrainer
@@ -81,12 +86,16 @@ def trial_runs(trial_dir: Path, exp: Experiment, seeds_per_trial: int) -> list[T
 def run_trial(optuna, trial, base: Experiment, overrides: list[str],
               params: tuple[Param, ...], options: TuneOptions, tune_dir: Path,
               stop: Callable[[], bool] | None = None,
-              on_report: Callable[[int, dict], None] | None = None) -> float:
+              on_report: Callable[[int, dict], None] | None = None,
+              runners: RayOptions | None = None) -> float:
   """Trains one trial and returns its objective; raises ``optuna.TrialPruned`` when pruned,
   and ``KeyboardInterrupt`` when ``stop()`` turned true (after a checkpoint: the search
   resumes the trial from there). ``on_report(step, metrics)`` also sees every evaluation
-  reported to Optuna (``--ray`` passes them on to Ray Tune)."""
+  reported to Optuna (``--ray`` passes them on to Ray Tune). ``runners``: the trial's envs
+  step in Ray runner actors (Ray must be connected)."""
   exp = trial_experiment(trial, base, overrides, params)
+  if runners is not None:
+    runners = _fit_runners(trial, exp, runners)
   trial_dir = Path(tune_dir) / TRIALS_DIR / str(trial.number)
   trial.set_user_attr(RUN_DIR, str(trial_dir.relative_to(tune_dir)))
   _take_over(trial, Path(tune_dir) / TRIALS_DIR)
@@ -95,7 +104,8 @@ def run_trial(optuna, trial, base: Experiment, overrides: list[str],
   for run in runs:
     _report_earlier(trial, run, options.metric)
     stopped = _train(run, options,
-                     _pruning_hook(optuna, trial, run.offset, options, on_report), stop)
+                     _pruning_hook(optuna, trial, run.offset, options, on_report), stop,
+                     runners)
     if stopped:
       raise optuna.TrialPruned(stopped)
     values.append(objective_of(run.run_dir, options))
@@ -107,18 +117,34 @@ def run_trial(optuna, trial, base: Experiment, overrides: list[str],
 
 
 def _train(run: TrialRun, options: TuneOptions, on_eval: Callable,
-           stop: Callable[[], bool] | None) -> str | None:
+           stop: Callable[[], bool] | None, runners: RayOptions | None) -> str | None:
   """Trains (or resumes) ``run``; the reason the pruner stopped it early, if it did."""
   exp, _ = prepare_run(run.run_dir, run.exp, [])
-  trainer = LocalTrainer(exp, run.run_dir, seeds=run.seeds)
-  try:
+  with _trainer(exp, run, runners) as trainer:
     last = loop.run(trainer, progress=False, use_tensorboard=options.tensorboard,
                     stop=stop, on_eval=on_eval)
     if not last.get("stopped") and trainer.iteration < trainer.plan["total"]:
       raise KeyboardInterrupt  # stop() asked the loop to stop; it saved a checkpoint
-  finally:
-    trainer.close()
   return last.get("stopped")
+
+
+def _trainer(exp: Experiment, run: TrialRun, runners: RayOptions | None) -> ContextManager:
+  """The run's trainer, closed on exit: local, or the learner of Ray runners (the runners
+  stopped on exit; Ray itself is the search's)."""
+  if runners is None:
+    return contextlib.closing(LocalTrainer(exp, run.run_dir, seeds=run.seeds))
+  return distributed.trainer_on_ray(exp, run.run_dir, runners, run.seeds)
+
+
+def _fit_runners(trial, exp: Experiment, runners: RayOptions) -> RayOptions:
+  """``runners`` for this trial's experiment (envs per runner from its ``num_envs``); values
+  that do not fit runners (say a searched ``num_envs`` that does not split evenly) fail the
+  trial, as values that clash do."""
+  try:
+    return distributed.preflight(exp, runners)
+  except ConfigError as e:
+    trial.set_user_attr(FAILED, str(e))
+    raise TrialFailed(f"trial {trial.number}: {e}") from None
 
 
 def _pruning_hook(optuna, trial, offset: int, options: TuneOptions,
