@@ -231,7 +231,9 @@ def _coerce(value, tp):
 def _from_text(value, tp, raw: str | None):
   """Repair what YAML 1.1 makes of command-line text (``3e-4`` is a string to it)."""
   if _is_union(tp):
-    if value is None and _NONE in typing.get_args(tp):
+    members = typing.get_args(tp)
+    # YAML's None is null; Python's spelling means the same where no string is valid
+    if _NONE in members and (value is None or (raw in ("None", "none") and str not in members)):
       return None
     for member in typing.get_args(tp):
       if member is _NONE:

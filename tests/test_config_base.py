@@ -103,7 +103,8 @@ def test_unsupported_annotation_is_rejected():
     ("layers=(32,)", "layers", (32,)), ("layers=[]", "layers", ()),
     ("pair=[3, 1e-3]", "pair", (3, 1e-3)),
     ("clip=0.5", "clip", 0.5), ("clip=null", "clip", None), ("clip=1", "clip", 1.0),
-    ("chunk=50", "chunk", 50), ("chunk=~", "chunk", None),
+    ("chunk=50", "chunk", 50), ("chunk=~", "chunk", None), ("chunk=None", "chunk", None),
+    ("clip=none", "clip", None),
     ("network=categorical", "network", "categorical"),
 ])
 def test_override_parses_by_annotation(item, field, expected):

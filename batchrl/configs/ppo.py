@@ -75,12 +75,16 @@ def pendulum_fused_config() -> Experiment:
 #   Hopper-v5       eval 3231 best (512k), 1064 at 1M; training episodes ~2300 at 1M
 #   Walker2d-v5     eval 3943 at 1M; training episodes ~2850
 #   InvertedDoublePendulum-v5  eval 9360 at 1M (9353 at 100k, 9360 from 200k on)
+# xla_threads=1 (batchrl.train.cpu_threads): XLA's CPU pool on one thread, so the compiled
+# step and the env callback stop hopping between cores; same metrics bit for bit (61k
+# HalfCheetah steps, seed 0), training loop 4.6k -> 6.5k steps/s in benchmarks/limits.py,
+# whole process at 61k steps 14.8 s -> 13.1 s (2-core CPU, quiet).
 def ppo_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
   rollout = 2048
   return Experiment("ppo_mujoco", RunConfig(
       env=env, num_envs=1, num_workers=0, max_length=1000, steps=steps,
       report_every=rollout * 10, eval_every=100_000, checkpoint_every=250_000,
-      eval_steps=1000), PPOConfig(
+      eval_steps=1000, xla_threads=1), PPOConfig(
           policy_layers=(64, 64), value_layers=(64, 64), activation="tanh",
           init_output_factor=0.01, init_std=1.0, rollout_length=rollout, update_epochs=10,
           batch_size=64, learning_rate=3e-4, adam_epsilon=1e-5, max_grad_norm=0.5,
