@@ -63,8 +63,8 @@ class RunConfig:
       None, "Threads of XLA's CPU pool in a local run (set as the run starts JAX; no effect "
       "if JAX already runs, e.g. in a notebook). None: JAX's default, one per CPU. 1 keeps "
       "a program of small kernels around host envs stepped in this process on one thread "
-      "(batchrl.train.cpu_threads: about 30% less CPU per step for a2c_cartpole); the "
-      "same results either way.")
+      "(batchrl.train.cpu_threads: about 30% less CPU per step for a2c_cartpole). "
+      "Deterministic per setting; another setting may change results by float rounding.")
 
   def iterations(self, steps_per_iteration: int) -> int:
     """Iterations (updates) the run trains for, ``steps_per_iteration`` env steps each: the

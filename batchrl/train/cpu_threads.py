@@ -6,8 +6,11 @@ CPU) the chain and the Python callback hop between the pool's threads, and so be
 cores: each hop wakes a thread, runs it on a cold cache, and leaves the other spinning.
 Measured on the 2-core CPU, ``a2c_cartpole``'s compiled step (8 CartPoles, act, store,
 update every 5 steps): about 265-340 us of CPU per step with 2 threads, 200 with one; the
-same program over an in-graph env 45 us against 27. Results are the same (same seed, same
-metrics): only where the kernels run changes.
+same program over an in-graph env 45 us against 27. A run stays deterministic for a given
+setting, but two settings may differ in float rounding: XLA splits some kernels by the pool's
+size. ``a2c_cartpole`` and ``ppo_mujoco`` (61k HalfCheetah steps) gave the same metrics bit
+for bit with 1 and 2 threads; ``trpo_cheetah`` did not (100k steps: final eval 1154 with
+2 threads, 1672 with one, each reproducible), so it keeps JAX's default.
 
 How: XLA sizes its pool by the CPUs this process may run on when the backend starts
 (``sched_getaffinity``), and JAX offers no other knob. So the backend is started while the
