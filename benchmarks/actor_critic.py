@@ -172,7 +172,7 @@ import time
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
 from peers.run import recorded  # noqa: E402  (benchmarks/)
-from ppo import add_row_arguments, chosen_rows, peer, print_table, run_ours  # noqa: E402  (benchmarks/)
+from ppo import add_row_arguments, chosen_rows, peer, print_table, run_ours, run_rows  # noqa: E402  (benchmarks/)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,11 +277,7 @@ def main() -> None:
   args = parser.parse_args()
   names = chosen_rows(parser, args, ROWS)
   use_peers = not args.no_peers
-  rows = []
-  for name in names:
-    print(f"running {name} ...", flush=True)
-    rows.append(row(name, use_peers))
-  print_table(rows, use_peers, "ours / peer whole process")
+  print_table(run_rows(names, row, use_peers), use_peers, "ours / peer whole process")
 
 
 if __name__ == "__main__":

@@ -341,6 +341,15 @@ def chosen_rows(parser, args, rows) -> list[str]:
   return names
 
 
+def run_rows(names: list[str], make_row, use_peers: bool) -> list:
+  """``make_row(name, use_peers)`` for each chosen row, saying which one runs."""
+  rows = []
+  for name in names:
+    print(f"running {name} ...", flush=True)
+    rows.append(make_row(name, use_peers))
+  return rows
+
+
 def print_table(rows: list[tuple[str, str, str, str]], use_peers: bool, ratio_header: str) -> None:
   """The load, the peers' versions, and one markdown row per (name, ours, peer, ratio)."""
   state = manifest()

@@ -38,7 +38,7 @@ import sys
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
 from ppo import (TARGET, _ratio, add_row_arguments, chosen_rows, peer,  # noqa: E402  (benchmarks/)
-                 print_table, reached, run_ours)
+                 print_table, reached, run_ours, run_rows)
 
 NAF_TARGET = -250.0
 DQFD_EVAL_EVERY = 2048  # 8 envs x 32 stores x 8 iterations
@@ -140,10 +140,7 @@ def main() -> None:
   args = parser.parse_args()
   names = chosen_rows(parser, args, ROWS)
   use_peers = not args.no_peers
-  rows = []
-  for name in names:
-    print(f"running {name} ...", flush=True)
-    rows.append(ROWS[name](use_peers))
+  rows = run_rows(names, lambda name, peers: ROWS[name](peers), use_peers)
   print_table(rows, use_peers, "ours / peer")
 
 

@@ -16,6 +16,7 @@ from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.logging import read_metrics
 from batchrl.tune import parse, parse_space, check_space
+from tests.tune_argv import tune_argv
 
 optuna = pytest.importorskip("optuna")
 
@@ -29,14 +30,7 @@ SPACE = ["learning_rate=loguniform(1e-3,3e-3)"]
 
 
 def _tune_argv(logdir, *extra, trials=2, config="cartpole_fused"):
-  argv = ["tune", "--config", config, "--logdir", str(logdir), "--timestamp", "T",
-          "--trials", str(trials), "--sampler", "random", "--pruner", "none", "--seed", "0",
-          "--no-tensorboard"]
-  for item in SPACE:
-    argv += ["--search", item]
-  for item in TINY:
-    argv += ["--set", item]
-  return argv + list(extra)
+  return tune_argv(logdir, config, SPACE, TINY, *extra, trials=trials)
 
 
 def _evals(run_dir):

@@ -12,6 +12,7 @@ import yaml
 
 from batchrl.cli import main
 from batchrl.logging import read_metrics
+from tests.tune_argv import tune_argv
 
 optuna = pytest.importorskip("optuna")
 
@@ -24,14 +25,7 @@ SPACE = ["learning_rate=loguniform(1e-4,1e-2)"]
 
 
 def _argv(logdir, *extra, trials=2):
-  argv = ["tune", "--config", "cartpole", "--logdir", str(logdir), "--timestamp", "T",
-          "--trials", str(trials), "--sampler", "random", "--pruner", "none", "--seed", "0",
-          "--no-tensorboard"]
-  for item in SPACE:
-    argv += ["--search", item]
-  for item in TINY:
-    argv += ["--set", item]
-  return argv + list(extra)
+  return tune_argv(logdir, "cartpole", SPACE, TINY, *extra, trials=trials)
 
 
 def _study(tune_dir):

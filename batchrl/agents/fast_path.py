@@ -375,23 +375,10 @@ class DeferredCommits:
         state = self.sync(state)
       count = 0
     self.count = count
-    pos = self.key_pos
-    if self.headers is None or pos == self.KEY_STEPS:
-      self._next_headers(state)
-      pos = 0
-    self.header_words[...] = self.headers[pos]
-    self.key_pos = pos + 1
+    self.header_words[...] = self._header_row(state)
     self.inputs[self.header + 1] = reset
     self.obs_words[...] = obs
-    read = self.read
-    if read is None:
-      read = self.read = self.read_now(state)
-    fn = self.act_only.get(deterministic) or self._act_only_fn(deterministic, read, state)
-    if self.plan.carries:
-      pstate, xstate, words = fn(read, state.preprocess, state.explore, self.inputs)
-      state = state._replace(preprocess=pstate, explore=xstate)
-    else:
-      words = fn(read, self.inputs)
+    state, words = self._call_act(state, deterministic)
     self.clock += 1
     self.word_rows[count][...] = np.asarray(words)
     self.count = count + 1
@@ -401,12 +388,7 @@ class DeferredCommits:
     return state, (bool(value) if dtype == np.bool_ else value)
 
   def _act_only(self, state: AgentState, obs, reset, deterministic: bool):
-    pos = self.key_pos
-    if self.headers is None or pos == self.KEY_STEPS:
-      self._next_headers(state)
-      pos = 0
-    self.inputs[:self.header] = self.headers[pos]
-    self.key_pos = pos + 1
+    self.header_words[...] = self._header_row(state)
     if type(reset) is np.ndarray:
       self.rows[:, 1] = reset
     else:
@@ -419,17 +401,30 @@ class DeferredCommits:
       self.one_float[0] = obs
     else:
       self.one_float[...] = obs if obs.ndim == 2 else obs.reshape(self.n, -1)
+    state, words = self._call_act(state, deterministic)
+    self.clock += self.n
+    return state, np.asarray(words)
+
+  def _header_row(self, state: AgentState):
+    """The next act's keys and timestep words (``KEY_STEPS`` made per refill)."""
+    pos = self.key_pos
+    if self.headers is None or pos == self.KEY_STEPS:
+      self._next_headers(state)
+      pos = 0
+    self.key_pos = pos + 1
+    return self.headers[pos]
+
+  def _call_act(self, state: AgentState, deterministic: bool):
+    """The compiled ``act_only`` on ``self.inputs`` (filled by the caller); returns the
+    state with its preprocessing/exploration carries advanced and the output words."""
     read = self.read
     if read is None:
       read = self.read = self.read_now(state)
     fn = self.act_only.get(deterministic) or self._act_only_fn(deterministic, read, state)
     if self.plan.carries:
       pstate, xstate, words = fn(read, state.preprocess, state.explore, self.inputs)
-      state = state._replace(preprocess=pstate, explore=xstate)
-    else:
-      words = fn(read, self.inputs)
-    self.clock += self.n
-    return state, np.asarray(words)
+      return state._replace(preprocess=pstate, explore=xstate), words
+    return state, fn(read, self.inputs)
 
   def read_now(self, state: AgentState):
     """The model-state leaves ``act_only`` reads: a list, or packed into one array
