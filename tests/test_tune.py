@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
@@ -370,3 +371,19 @@ def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
     assert [(r["step"], r["phase"]) for r in records] == [(512, "train"), (512, "eval")]
     assert records[-1]["stopped"].startswith("pruned by the ThresholdPruner at step 512")
     assert checkpoint.latest_step(run / "checkpoints") == 512
+
+
+def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
+  from batchrl.train.cpu_threads import usable_cpus
+  from batchrl.tune.batched import Parts
+  parts = Parts(lanes=5, count=2)
+  assert parts.size == 3
+  values = {"learning_rate": jnp.arange(5, dtype=jnp.float32)}
+  split = parts.split(values)
+  # the last part is padded with copies of the last lane: same shapes, one compilation
+  assert [p["learning_rate"].tolist() for p in split] == [[0, 1, 2], [3, 4, 4]]
+  results = [{"score": np.asarray(p["learning_rate"]) * 10} for p in split]
+  assert parts.join(results)["score"].tolist() == [0, 10, 20, 30, 40]
+  assert [parts.locate(i) for i in range(5)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+  assert Parts.for_backend(1).count == 1
+  assert Parts.for_backend(16).count == min(16, usable_cpus())  # the CPU backend here
