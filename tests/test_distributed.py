@@ -99,6 +99,32 @@ def test_gather_joins_runners_along_the_env_axis():
   np.testing.assert_array_equal(batch.transitions[0, 0], [1, 1, 2, 2])
 
 
+@pytest.mark.parametrize("name,sets", [
+    ("pendulum", ["ppo.rollout_length=8", "ppo.batch_size=16"]),
+    ("dqn_cartpole", ["dqn.update_frequency=4"])])
+def test_the_learner_predicts_the_batch_runners_send(name, sets):
+  """``learn`` is compiled for ``batch_structs`` before any runner exists: they must be the
+  shapes and dtypes of the gathered rollouts of a real runner."""
+  from batchrl.distributed.runner import EnvRunner
+  from batchrl.train.build import agent_spaces
+  exp = configs.apply_overrides(configs.get(name), ["run.num_envs=2", *sets])
+  agent = families.family(exp.agent).make(exp.config)
+  spec = EnvSpec(*agent_spaces(exp.run), 2)
+  axes = learner.env_axes(agent, spec)
+  shared = learner.shared_index(agent, spec, axes)
+  sim = learner.init_sim(agent, spec, jax.random.key(0))
+  runner = EnvRunner(exp.to_dict(), 0, 2, 1, learner.runner_state(sim.agent_state, axes, 0, 2),
+                     shared)
+  try:
+    leaves = learner.shared_values(sim, shared)
+    rollout = runner.collect(leaves, 0, 2 * agent.period)["rollout"]
+  finally:
+    runner.close()
+  got = jax.eval_shape(lambda b: b, learner.gather([rollout], 2))
+  assert got == learner.batch_structs(agent, spec, sim, 2)
+  assert got != learner.batch_structs(agent, spec, sim, 1)  # (the comparison can fail)
+
+
 def test_replay_agents_collect_rounds_on_policy_agents_do_not():
   ppo = families.family("ppo").make(tiny().config)
   assert _round_size(RayOptions(envs_per_runner=2), ppo, report=10) == 1
@@ -165,7 +191,7 @@ def ray_session(tmp_path_factory):
 
 def make_trainer(tmp_path, exp, **options) -> DistributedTrainer:
   options = RayOptions(runners=2, **{"start_timeout": 120.0, **options}).resolve(exp.run.num_envs)
-  return DistributedTrainer(exp, tmp_path, options)
+  return DistributedTrainer(exp, tmp_path, options).start()
 
 
 def runner_pid(trainer, index: int) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -55,12 +56,15 @@ def trainer_on_ray(exp: Experiment, run_dir, options: RayOptions,
   # a local instance must fit every runner, even on a machine with fewer cores
   cpus = options.local_cpus or max(os.cpu_count() or 1,
                                    math.ceil(options.runners * options.runner_cpus))
-  with cluster.connect(options.address, Path(run_dir) / "ray", cpus):
-    learner = DistributedTrainer(exp, Path(run_dir), options)
-    try:
-      yield learner
-    finally:
-      learner.close()
+  # the learner is built (and its update compiled) while Ray starts
+  with ThreadPoolExecutor(1, thread_name_prefix="batchrl-learner") as executor:
+    local = executor.submit(DistributedTrainer, exp, Path(run_dir), options)
+    with cluster.connect(options.address, Path(run_dir) / "ray", cpus):
+      learner = local.result()
+      try:
+        yield learner.start()
+      finally:
+        learner.close()
 
 
 def train(exp: Experiment, run_dir, options: RayOptions, *, seeds: int | None = None,

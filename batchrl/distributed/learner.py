@@ -18,7 +18,8 @@ import numpy as np
 from batchrl.agents.act_reads import act_reads
 from batchrl.agents.core import Model
 from batchrl.envs.ingraph import _structs
-from batchrl.simulation import Rollout, SimState, episode_stats
+from batchrl.envs.jax_env import EnvStep
+from batchrl.simulation import Rollout, SimState, episode_stats, simulate
 from batchrl.specs import EnvSpec
 
 
@@ -120,6 +121,43 @@ def make_learn(agent: Model):
     return sim._replace(agent_state=agent_state), infos
 
   return jax.jit(learn, donate_argnums=0)
+
+
+class _ShapeEnv:
+  """A batched in-graph env with ``spec``'s spaces and zeros for values, only ever traced:
+  it gives the shapes of what runners send before any runner exists (``batch_structs``)."""
+
+  def __init__(self, spec: EnvSpec):
+    self.num_envs = spec.num_envs
+    self.single_observation_space = spec.observation_space
+    self.single_action_space = spec.action_space
+
+  def _obs(self):
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                        obs_structs(self.single_observation_space, self.num_envs))
+
+  def reset(self, key):
+    del key
+    return self._obs(), jnp.int32(0)
+
+  def step(self, key, state, action):
+    del key, action
+    reward = jnp.zeros((self.num_envs,), jnp.float32)
+    ended = jnp.zeros((self.num_envs,), bool)
+    obs = self._obs()
+    return EnvStep(obs, state, reward, ended, ended, obs, {})
+
+
+def batch_structs(agent: Model, spec: EnvSpec, sim: SimState, iterations: int) -> Rollout:
+  """``ShapeDtypeStruct``s of the ``[K, T, N·M]`` batch ``gather`` makes of the runners'
+  rollouts (``spec`` for all N·M envs, ``sim`` the learner's), so ``learn`` can be compiled
+  while the runners start."""
+  length = iterations * agent.period
+  flat = jax.eval_shape(
+      lambda sim: simulate(_ShapeEnv(spec), agent, sim, length, mode="track")[1], sim)
+  return jax.tree.map(
+      lambda s: jax.ShapeDtypeStruct((iterations, agent.period) + s.shape[1:], s.dtype),
+      flat._replace(metrics={}))
 
 
 def gather(rollouts: list[Rollout], iterations: int) -> Rollout:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ def _runner_seed(seed: int, index: int, incarnation: int) -> int:
 
 
 class DistributedTrainer:
-  """The learner of a run on Ray (see the module doc); ``ray`` must be initialised."""
+  """The learner of a run on Ray (see the module doc). Built without Ray (its update starts
+  compiling in a thread at once); ``start`` needs Ray initialised and starts the runners."""
 
   def __init__(self, exp: Experiment, run_dir: Path, options: RayOptions):
     self._ray = cluster.import_ray()
@@ -80,12 +82,31 @@ class DistributedTrainer:
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     self._summarize = jax.jit(agent_summary)
     self.iteration = 0
-    remote = self._ray.remote(num_cpus=options.runner_cpus)(EnvRunner)
-    exp_dict = exp.to_dict()
+    self.pool: RunnerPool | None = None
+    self._reported_restarts = 0
+    # learn's compilation (seconds) overlaps Ray's and the runners' start-up
+    self._compiling = threading.Thread(target=self._compile_learn, daemon=True,
+                                       name="batchrl-compile-learn")
+    self._compiling.start()
+
+  def _compile_learn(self) -> None:
+    """Compiles ``learn`` for the batches to come. Should that fail (a shape the stand-in
+    env does not predict), the first update compiles it, as without this."""
+    try:
+      batch = learner.batch_structs(self.agent, self.spec, self.sim, self.rounds_of)
+      self._learn.lower(self.sim, batch).compile()
+    except Exception as e:  # noqa: BLE001 - only a head start is lost
+      log.debug("learn not compiled ahead: %s", e)
+
+  def start(self) -> "DistributedTrainer":
+    """Starts the runners (Ray must be initialised); returns self."""
+    remote = self._ray.remote(num_cpus=self.options.runner_cpus)(EnvRunner)
+    exp_dict = self.exp.to_dict()
     compile_cache = compilation_cache.settings()
+    options = self.options
 
     def spawn(index: int, incarnation: int):
-      seed = _runner_seed(exp.run.seed, index, incarnation)
+      seed = _runner_seed(self.exp.run.seed, index, incarnation)
       state = learner.runner_state(self.sim.agent_state, self.axes, index,
                                    options.envs_per_runner)
       return remote.remote(exp_dict, index, options.envs_per_runner, seed, state,
@@ -94,7 +115,7 @@ class DistributedTrainer:
     self.pool = RunnerPool(spawn, options.runners, timeout=options.runner_timeout,
                            start_timeout=options.start_timeout,
                            max_restarts=options.max_restarts)
-    self._reported_restarts = 0
+    return self
 
   @property
   def step(self) -> int:
@@ -132,6 +153,7 @@ class DistributedTrainer:
       # replay agents: the next round is collected while this one is learned from
       last = done + k >= iterations
       pending = None if self.agent.on_policy or last else self._collect(version, k)
+      self._compiling.join()  # learn must not be compiled twice at once
       self.sim, info = self._learn(self.sim, batch)
       infos.append(jax.device_get(info))
     metrics = summarize(jax.tree.map(lambda *x: np.concatenate(x), *infos))
@@ -162,7 +184,8 @@ class DistributedTrainer:
     return self._summarize(self.sim.agent_state)
 
   def close(self) -> None:
-    self.pool.close()
+    if self.pool is not None:
+      self.pool.close()
 
 
 def _round_size(options: RayOptions, agent, report: int) -> int:
