@@ -261,3 +261,35 @@ def test_in_graph_batch_env_refuses_a_mode_other_than_same_step(mode):
     assert InGraphBatchEnv(same).num_envs == N
   finally:
     same.close()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=["in-process", "1 worker", "parent+worker"])
+def test_infos_false_drops_the_envs_infos_and_keeps_the_final_observations(layout):
+  """``BatchEnv(infos=False)`` (what training's in-graph env uses): the same observations,
+  rewards and flags, and final observations where episodes ended; none of the envs' keys."""
+  make, num_actions = ENVS["InfoEnv"]
+  mode = AutoresetMode.SAME_STEP
+  with batch_env(make, mode, layout) as env:
+    full = drive(env, mode, num_actions)
+  with batch_env(make, mode, layout, infos=False) as env:
+    lean = drive(env, mode, num_actions)
+  ended = 0
+  for ours, theirs in zip(lean, full):
+    assert_same(ours[:-1], theirs[:-1])
+    infos, theirs_infos = ours[-1], theirs[-1]
+    if "_final_obs" in theirs_infos:
+      ended += 1
+      np.testing.assert_array_equal(infos["_final_obs"], theirs_infos["_final_obs"])
+      for got, want in zip(infos["final_obs"], theirs_infos["final_obs"]):
+        assert (got is None) == (want is None)
+        if want is not None:
+          np.testing.assert_array_equal(got, want)
+      assert infos["final_info"] == {}
+    assert set(infos) <= {"final_obs", "_final_obs", "final_info", "_final_info"}
+  assert ended and any(set(r[-1]) - {"final_obs", "_final_obs", "final_info", "_final_info"}
+                       for r in full)  # the envs do return infos of their own
+
+
+def test_infos_must_be_a_bool():
+  with pytest.raises(ValueError, match="infos must be True or False, got 'no'"):
+    BatchEnv([lambda: gym.make("CartPole-v1")], infos="no")

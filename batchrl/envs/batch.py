@@ -101,6 +101,11 @@ class BatchEnv(VectorEnv):
       An env recreated by ``restart`` ends its episode as truncated, and then follows the mode
       like any other. ``reset(seed=int)`` derives per-env seeds with ``SeedSequence`` (not
       Gymnasium's ``seed + i``); pass a list of seeds to reproduce a ``SyncVectorEnv`` run.
+    infos: False drops the envs' own info dicts where they are made (in the workers): the
+      infos hold only what the autoreset mode needs (``final_obs``/``_final_obs`` and an
+      empty ``final_info``), ``env_restarted`` and the errors' reports. For consumers that
+      read no infos (``InGraphBatchEnv`` in training): merging a MuJoCo env's four floats
+      into vector infos cost about a fifth of a one-env step's overhead.
   """
 
   metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # the default; instances set theirs
@@ -109,10 +114,12 @@ class BatchEnv(VectorEnv):
                seed: int | None = None, restart: RestartPolicy | bool | None = None,
                timeout: float = 60.0, context: str = "spawn", start_timeout: float = 120.0,
                spin: float = 0.002, step_in_parent: bool = False,
-               autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP):
+               autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+               infos: bool = True):
     fns = self._check_args(env_fns, num_workers, restart, context)
-    if not isinstance(step_in_parent, bool):
-      raise ValueError(f"step_in_parent must be True or False, got {step_in_parent!r}")
+    for name, flag in (("step_in_parent", step_in_parent), ("infos", infos)):
+      if not isinstance(flag, bool):
+        raise ValueError(f"{name} must be True or False, got {flag!r}")
     self.autoreset_mode = check_autoreset_mode(autoreset_mode)
     self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
     self.metadata = {"autoreset_mode": self.autoreset_mode}
@@ -122,11 +129,11 @@ class BatchEnv(VectorEnv):
     spin = _check_spin(spin)
     self._backend = None
     if num_workers == 0:
-      self._backend = LocalBackend(fns, self.autoreset_mode)
+      self._backend = LocalBackend(fns, self.autoreset_mode, infos)
     else:
       self._backend = ProcessBackend(fns, num_workers, context, process.check_timeout(timeout),
                                      process.check_timeout(start_timeout, "start_timeout"),
-                                     spin, step_in_parent, self.autoreset_mode)
+                                     spin, step_in_parent, self.autoreset_mode, infos)
     try:
       self._setup_spaces(self._backend.start())
       self._bufs = self._backend.attach(self._layout)

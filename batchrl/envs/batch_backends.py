@@ -37,8 +37,9 @@ class LocalBackend:
   num_workers = 0
 
   def __init__(self, constructors: Sequence,
-               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
-    self.group = EnvGroup(constructors, range(len(constructors)), 0, autoreset_mode)
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True):
+    self.group = EnvGroup(constructors, range(len(constructors)), 0, autoreset_mode,
+                          keep_infos)
 
   def start(self) -> list[tuple[int, tuple]]:
     return [(0, self.group.build())]
@@ -109,15 +110,15 @@ class ProcessBackend:
 
   def __init__(self, constructors: Sequence, num_workers: int, context: str, timeout: float,
                start_timeout: float, spin: float, step_in_parent: bool = False,
-               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True):
     self.num_workers = num_workers
-    self.autoreset_mode = autoreset_mode
+    self.autoreset_mode, self.keep_infos = autoreset_mode, keep_infos
     self.parts = _split(len(constructors), num_workers, smallest_first=step_in_parent)
     self.owner = {i: w for w, part in enumerate(self.parts) for i in part}
     self.context, self.timeout, self.start_timeout = context, timeout, start_timeout
     self.spin, self.cpus = spin, _usable_cpus()
     self.local = EnvGroup([constructors[i] for i in self.parts[0]], self.parts[0], 0,
-                          autoreset_mode) if step_in_parent else None
+                          autoreset_mode, keep_infos) if step_in_parent else None
     self.remote = list(range(1 if step_in_parent else 0, num_workers))
     # Packed before any worker starts, so that a constructor that cannot be sent fails here.
     self.packed = {w: launch.pack_constructors([constructors[i] for i in self.parts[w]],
@@ -130,7 +131,7 @@ class ProcessBackend:
 
   def _spawn(self, w: int) -> WorkerHandle:
     part = self.parts[w]
-    args = (self.packed[w], part, w, self.spin, self.autoreset_mode.value)
+    args = (self.packed[w], part, w, self.spin, self.autoreset_mode.value, self.keep_infos)
     return WorkerHandle(serve_group, args, context=self.context,
                         index=part[0], timeout=self.timeout, start_timeout=self.start_timeout)
 

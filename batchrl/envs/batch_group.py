@@ -57,7 +57,9 @@ class EnvGroup:
   """
 
   def __init__(self, constructors: Sequence, indices: Sequence[int], slot: int,
-               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
+               keep_infos: bool = True):
+    self.keep_infos = keep_infos  # False: the envs' info dicts are dropped (BatchEnv(infos=))
     self.same_step = autoreset_mode == AutoresetMode.SAME_STEP
     self.next_step = autoreset_mode == AutoresetMode.NEXT_STEP
     self.constructors = list(constructors)
@@ -205,6 +207,8 @@ class EnvGroup:
       self._loose_final[i] = obs
 
   def _report(self, infos, finals, errors) -> Report:
+    if not self.keep_infos:  # which envs ended is kept: final observations go with it
+      infos, finals = None, finals and [(i, {}) for i, _ in finals]
     loose_obs = loose_final = None
     if self.bufs.obs is None:  # hand over (and forget) the observations of this command
       loose_obs, loose_final = self._loose_obs, self._loose_final
@@ -274,13 +278,15 @@ def spin_until_readable(poller, seconds: float) -> bool:
 
 
 def serve_group(conn, packed: bytes, indices: list[int], slot: int, spin: float = 0.0,
-                autoreset_mode: str = AutoresetMode.SAME_STEP.value) -> None:
+                autoreset_mode: str = AutoresetMode.SAME_STEP.value,
+                keep_infos: bool = True) -> None:
   """Worker main: build the envs, report their spaces, then answer commands until CLOSE.
 
   ``packed``: the constructors of envs ``indices`` (``launch.pack_constructors``);
-  ``autoreset_mode``: an ``AutoresetMode`` value ('SameStep', 'NextStep', 'Disabled').
+  ``autoreset_mode``: an ``AutoresetMode`` value ('SameStep', 'NextStep', 'Disabled');
+  ``keep_infos``: False drops the envs' info dicts (``BatchEnv(infos=False)``).
   """
-  group = EnvGroup([], indices, slot, AutoresetMode(autoreset_mode))
+  group = EnvGroup([], indices, slot, AutoresetMode(autoreset_mode), keep_infos)
   try:
     group.constructors = pickle.loads(packed)  # may need modules this worker cannot import
     spaces = group.build()

@@ -43,8 +43,9 @@ def build_env(run: RunConfig, restart=None):
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
                                   atari=run.atari)
   workers = min(run.num_workers, run.num_envs)
+  # infos=False: the in-graph env reads only final observations from them
   host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
-                  timeout=run.timeout, restart=restart)
+                  timeout=run.timeout, restart=restart, infos=False)
   return preprocess(InGraphBatchEnv(host), run)
 
 
