@@ -375,7 +375,7 @@ def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
 
 def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
   from batchrl.train.cpu_threads import usable_cpus
-  from batchrl.tune.batched import Parts
+  from batchrl.train.lanes import Parts
   parts = Parts(lanes=5, count=2)
   assert parts.size == 3
   values = {"learning_rate": jnp.arange(5, dtype=jnp.float32)}
@@ -383,7 +383,8 @@ def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
   # the last part is padded with copies of the last lane: same shapes, one compilation
   assert [p["learning_rate"].tolist() for p in split] == [[0, 1, 2], [3, 4, 4]]
   results = [{"score": np.asarray(p["learning_rate"]) * 10} for p in split]
-  assert parts.join(results)["score"].tolist() == [0, 10, 20, 30, 40]
+  assert parts.join_host(results)["score"].tolist() == [0, 10, 20, 30, 40]
+  assert parts.join(split)["learning_rate"].tolist() == [0, 1, 2, 3, 4]
   assert [parts.locate(i) for i in range(5)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
   assert Parts.for_backend(1).count == 1
   assert Parts.for_backend(16).count == min(16, usable_cpus())  # the CPU backend here

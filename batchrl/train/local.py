@@ -22,6 +22,7 @@ from batchrl.configs import Experiment
 from batchrl.train import fused
 from batchrl.train.build import build_model, build_env, close_env, eval_steps
 from batchrl.train.cpu_threads import start_cpu_backend
+from batchrl.train.lanes import PartRunner, Parts
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -61,6 +62,9 @@ class LocalTrainer:
     self._summarize = fused.jit(lambda state: agent_summary(first(state)), "once")
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
+    # seeds are independent lanes: on a CPU, one part of them per core, side by side
+    self._parts = Parts.for_backend(seeds) if seeds else Parts(1, 1)
+    self._runner = PartRunner(self._parts)
 
   @property
   def step(self) -> int:
@@ -79,7 +83,10 @@ class LocalTrainer:
 
   def train_phase(self, iterations: int) -> dict[str, Any]:
     start = time.perf_counter()
-    self.sim, infos = self.run_chunk(self.sim, iterations)
+    outs = self._runner.each(lambda sim: self.run_chunk(sim, iterations),
+                             self._parts.split(self.sim))
+    self.sim = self._parts.join([sim for sim, _ in outs])
+    infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
     metrics = summarize(infos)
     metrics["steps_per_second"] = iterations * self.steps_per_iteration / max(
         time.perf_counter() - start, 1e-9) * (self.seeds or 1)
@@ -88,7 +95,8 @@ class LocalTrainer:
     return metrics
 
   def eval_phase(self) -> dict[str, Any]:
-    stats = jax.device_get(self.evaluate(self.sim))
+    stats = self._parts.join_host(jax.device_get(
+        self._runner.each(self.evaluate, self._parts.split(self.sim))))
     if self.exp.run.backend != "gymnax":
       self.sim = self.restart(self.sim)  # evaluation used the same host envs
     metrics = {k: nan_mean(v) for k, v in stats.items()}
@@ -101,4 +109,5 @@ class LocalTrainer:
     return self._summarize(self.sim.agent_state)
 
   def close(self) -> None:
+    self._runner.close()
     close_env(self.env)

@@ -13,10 +13,8 @@ metrics.jsonl, TensorBoard, checkpoints that ``batchrl train`` resumes); a prune
 stops logging, its lane of the group computes on until the group ends. An interrupted
 group starts again from the beginning on resume.
 
-On a CPU a group's lanes are split into equal parts, one per usable core, and each part runs
-the same compiled program in its own thread (``Parts``): XLA:CPU runs such a program's small
-kernels on one core, so one program over all lanes left the other cores idle (16
-``cartpole_fused`` trials: 180k env steps/s as one program, 280k as two halves on 2 cores).
+On a CPU a group's lanes are split into equal parts, one per usable core, each part running
+the same compiled program in its own thread (``batchrl.train.lanes``).
 """
 from __future__ import annotations
 
@@ -25,12 +23,10 @@ import logging
 import math
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from batchrl import checkpoint
 from batchrl.agents.families import family
@@ -40,7 +36,7 @@ from batchrl.logging import RunLogger
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, close_env, eval_steps
-from batchrl.train.cpu_threads import usable_cpus
+from batchrl.train.lanes import PartRunner, Parts
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run
 from batchrl.train.schedule import due, schedule
@@ -115,48 +111,6 @@ class GroupPrograms:
     self.chunk = fused.jit(jax.vmap(chunk, in_axes=(0, 0, None)), "loop", static_argnums=2)
     self.evaluate = fused.jit(jax.vmap(evaluate), "once")
     self.period = make(exp.config).period
-
-
-@dataclasses.dataclass(frozen=True)
-class Parts:
-  """``lanes`` lanes in ``count`` parts of ``size``; the last part is padded with copies of
-  the last lane (computed, never logged) so that every part has the same shapes and the
-  program compiles once."""
-
-  lanes: int
-  count: int
-
-  @classmethod
-  def for_backend(cls, lanes: int) -> "Parts":
-    """One part per usable core on the CPU backend; one part elsewhere (a GPU runs a whole
-    group best as one program)."""
-    cores = usable_cpus() if jax.default_backend() == "cpu" else 1
-    return cls(lanes, max(1, min(lanes, cores)))
-
-  @property
-  def size(self) -> int:
-    return -(-self.lanes // self.count)
-
-  def split(self, values: dict) -> list[dict]:
-    """``{field: [lanes]}`` -> a ``{field: [size]}`` per part."""
-    pad = self.size * self.count - self.lanes
-    padded = {k: jnp.concatenate([v, jnp.repeat(v[-1:], pad)]) for k, v in values.items()}
-    return [{k: v[p * self.size:(p + 1) * self.size] for k, v in padded.items()}
-            for p in range(self.count)]
-
-  def join(self, trees: list):
-    """The parts' host results (leading axis ``size``) as one tree over the real lanes."""
-    return jax.tree.map(lambda *xs: np.concatenate(xs)[:self.lanes], *trees)
-
-  def locate(self, lane: int) -> tuple[int, int]:
-    """(part, index in the part) of ``lane``."""
-    return divmod(lane, self.size)
-
-
-def _each(pool: ThreadPoolExecutor, fn, *per_part) -> list:
-  """``fn(*args)`` for every part's ``args``, each in a thread of ``pool``, waited for there
-  so the parts' programs run side by side."""
-  return list(pool.map(lambda args: jax.block_until_ready(fn(*args)), zip(*per_part)))
 
 
 @dataclasses.dataclass
@@ -254,15 +208,15 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
   plan = schedule(exp.run, steps_per_iteration)
   parts = Parts.for_backend(len(lanes))
   part_values = parts.split(values)
-  with ThreadPoolExecutor(parts.count, thread_name_prefix="batchrl-trials") as pool:
+  with PartRunner(parts) as runner:
     key = jax.random.key(exp.run.seed)
-    sims = _each(pool, programs.init, part_values, [key] * parts.count)
+    sims = runner.each(programs.init, part_values, [key] * parts.count)
     iteration = 0
     while iteration < plan["total"] and not all(l.stopped for l in lanes):
       before, start = iteration, time.perf_counter()
-      outs = _each(pool, lambda v, s: programs.chunk(v, s, plan["report"]), part_values, sims)
+      outs = runner.each(lambda v, s: programs.chunk(v, s, plan["report"]), part_values, sims)
       sims = [sim for sim, _ in outs]
-      infos = parts.join(jax.device_get([info for _, info in outs]))
+      infos = parts.join_host(jax.device_get([info for _, info in outs]))
       iteration += plan["report"]
       step, final = iteration * steps_per_iteration, iteration >= plan["total"]
       rate = plan["report"] * steps_per_iteration / max(time.perf_counter() - start, 1e-9)
@@ -271,7 +225,8 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
           metrics = {**summarize(_lane(infos, i)), "steps_per_second": rate}
           _log(lane.logger, step, "train", metrics)
       if due(before, iteration, plan["eval"], final):
-        stats = parts.join(jax.device_get(_each(pool, programs.evaluate, part_values, sims)))
+        stats = parts.join_host(jax.device_get(runner.each(programs.evaluate, part_values,
+                                                           sims)))
         for i, lane in enumerate(lanes):
           if not lane.stopped:
             _evaluated(lane, step, final, {k: float(v[i]) for k, v in stats.items()}, opts)
