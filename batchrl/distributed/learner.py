@@ -21,6 +21,7 @@ from batchrl.envs.ingraph import _structs
 from batchrl.envs.jax_env import EnvStep
 from batchrl.simulation import Rollout, SimState, episode_stats, simulate
 from batchrl.specs import EnvSpec
+from batchrl.train import fused
 
 
 def obs_structs(space, batch: int):
@@ -104,7 +105,7 @@ def init_sim(agent: Model, spec: EnvSpec, key: jax.Array) -> SimState:
     zeros = jnp.zeros((spec.num_envs,), jnp.float32)
     return SimState(jnp.int32(0), obs, agent.init(agent_key, spec), key, zeros,
                     zeros.astype(jnp.int32))
-  return jax.jit(init)(key)
+  return fused.jit(init, "once")(key)
 
 
 def make_learn(agent: Model):
@@ -120,7 +121,7 @@ def make_learn(agent: Model):
     agent_state, infos = jax.lax.scan(iteration, sim.agent_state, rollout)
     return sim._replace(agent_state=agent_state), infos
 
-  return jax.jit(learn, donate_argnums=0)
+  return fused.jit(learn, "loop", donate_argnums=0)  # compiled as a local run's chunk
 
 
 class _ShapeEnv:

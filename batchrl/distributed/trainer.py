@@ -33,6 +33,7 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
+from batchrl.train import fused
 from batchrl.train.build import agent_spaces, build_model
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
@@ -80,7 +81,7 @@ class DistributedTrainer:
     self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
     self._learn = learner.make_learn(self.agent)
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
-    self._summarize = jax.jit(agent_summary)
+    self._summarize = fused.jit(agent_summary, "once")
     self.iteration = 0
     self.pool: RunnerPool | None = None
     self._reported_restarts = 0
