@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,18 +85,8 @@ class DistributedTrainer:
     self.pool: RunnerPool | None = None
     self._reported_restarts = 0
     # learn's compilation (seconds) overlaps Ray's and the runners' start-up
-    self._compiling = threading.Thread(target=self._compile_learn, daemon=True,
-                                       name="batchrl-compile-learn")
-    self._compiling.start()
-
-  def _compile_learn(self) -> None:
-    """Compiles ``learn`` for the batches to come. Should that fail (a shape the stand-in
-    env does not predict), the first update compiles it, as without this."""
-    try:
-      batch = learner.batch_structs(self.agent, self.spec, self.sim, self.rounds_of)
-      self._learn.lower(self.sim, batch).compile()
-    except Exception as e:  # noqa: BLE001 - only a head start is lost
-      log.debug("learn not compiled ahead: %s", e)
+    self._compiling = fused.compile_ahead(lambda: self._learn.lower(
+        self.sim, learner.batch_structs(self.agent, self.spec, self.sim, self.rounds_of)))
 
   def start(self) -> "DistributedTrainer":
     """Starts the runners (Ray must be initialised); returns self."""

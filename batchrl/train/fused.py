@@ -26,7 +26,9 @@ newer fusion emitters and runs as fast), and for programs that run once or brief
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import threading
 from typing import Callable
 
 import jax
@@ -90,6 +92,27 @@ def jit(fun: Callable, kind: str, **jit_kwargs) -> Callable:
 
   call.lower, call.trace, call.eval_shape = top.lower, top.trace, top.eval_shape
   return call
+
+
+def compile_ahead(lower: Callable) -> threading.Thread:
+  """Compiles what ``lower()`` lowers (``lambda: program.lower(*args)``, ``program`` a
+  ``jit``) in a daemon thread, and returns the thread: ``join()`` it before the program's
+  first call with such arguments, which then finds the program in JAX's cache.
+
+  Why: XLA compiles a program on one core, and a run's training chunk (compiling, or
+  running on one core) leaves the others idle, so a program needed later (evaluation, the
+  Ray learner's update) compiles there for free. A failure loses only the head start: the
+  first call compiles as it would have.
+  """
+  def work():
+    try:
+      lower().compile()
+    except Exception as e:  # noqa: BLE001 - the first call compiles instead
+      logging.getLogger("batchrl").debug("not compiled ahead: %s", e)
+
+  thread = threading.Thread(target=work, daemon=True, name="batchrl-compile-ahead")
+  thread.start()
+  return thread
 
 
 def make_iteration(env, agent: Model, steps_per_iteration: int | None = None

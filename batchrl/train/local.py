@@ -65,6 +65,9 @@ class LocalTrainer:
     # seeds are independent lanes: on a CPU, one part of them per core, side by side
     self._parts = Parts.for_backend(seeds) if seeds else Parts(1, 1)
     self._runner = PartRunner(self._parts)
+    # evaluation compiles on another core while the first chunk compiles and runs
+    first_part = self._parts.split(self.sim)[0]
+    self._eval_compiling = fused.compile_ahead(lambda: self.evaluate.lower(first_part))
 
   @property
   def step(self) -> int:
@@ -95,6 +98,7 @@ class LocalTrainer:
     return metrics
 
   def eval_phase(self) -> dict[str, Any]:
+    self._eval_compiling.join()
     stats = self._parts.join_host(jax.device_get(
         self._runner.each(self.evaluate, self._parts.split(self.sim))))
     if self.exp.run.backend != "gymnax":

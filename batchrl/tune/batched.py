@@ -211,6 +211,8 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
   with PartRunner(parts) as runner:
     key = jax.random.key(exp.run.seed)
     sims = runner.each(programs.init, part_values, [key] * parts.count)
+    eval_compiling = fused.compile_ahead(
+        lambda: programs.evaluate.lower(part_values[0], sims[0]))
     iteration = 0
     while iteration < plan["total"] and not all(l.stopped for l in lanes):
       before, start = iteration, time.perf_counter()
@@ -225,6 +227,7 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
           metrics = {**summarize(_lane(infos, i)), "steps_per_second": rate}
           _log(lane.logger, step, "train", metrics)
       if due(before, iteration, plan["eval"], final):
+        eval_compiling.join()
         stats = parts.join_host(jax.device_get(runner.each(programs.evaluate, part_values,
                                                            sims)))
         for i, lane in enumerate(lanes):
