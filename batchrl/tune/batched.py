@@ -237,7 +237,7 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
         for i, lane in enumerate(lanes):
           if not lane.stopped or lane.stopped_at == step:  # a pruned lane: its last state
             part, index = parts.locate(i)
-            _save(lane, _lane(sims[part], index), iteration, step)
+            _save(lane, _take_lane(sims[part], index), iteration, step)
       if not final and stop is not None and stop():
         raise KeyboardInterrupt  # the group starts again on resume
 
@@ -267,6 +267,11 @@ def _log(logger: RunLogger, step: int, phase: str, metrics: dict) -> None:
 
 def _lane(tree, i: int):
   return jax.tree.map(lambda x: x[i], tree)
+
+
+# a lane of a device tree in one compiled call (slicing each leaf was one dispatch per leaf:
+# about 1.2 s of checkpoints for 16 cartpole_fused trials)
+_take_lane = jax.jit(_lane)
 
 
 def _tell(optuna, study, trial, state, value, callback) -> None:
