@@ -60,3 +60,17 @@ def test_seeds_split_over_parts_train_as_in_one_program(tmp_path, monkeypatch, c
   assert len(split[2]) == len(one[2]) > 0
   for a, b in zip(split[2], one[2]):  # parameters, optimizer state, buffers
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_compile_ahead_leaves_the_program_compiled_for_its_first_call(caplog):
+  from batchrl.train import fused
+  program = jax.jit(lambda x: jnp.tanh(x) * 3.0)
+  x = jnp.ones((5,))
+  with jax.log_compiles():
+    fused.compile_ahead(lambda: program.lower(x)).join()
+    caplog.clear()
+    np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
+  assert not [r for r in caplog.records if "Compiling" in r.getMessage()]  # no second time
+  # a failure costs only the head start
+  fused.compile_ahead(lambda: program.lower("not an array")).join()
+  np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
