@@ -12,7 +12,9 @@ the standard Atari wrappers), measured in the same run::
 SB3 runs in the peers' venv (``benchmarks/peers/setup.py``; it needs ``ale-py`` there too:
 ``benchmarks/.peers-venv/bin/pip install ale-py``). Both jobs are timed from process start
 (interpreter start-up, imports, compilation and env start-up included) to the end of
-training; neither evaluates. Each job's CPU seconds (its worker processes included) are
+training; neither evaluates (ours runs the evaluation every run ends with for one step per
+env: ``ppo_atari``'s 10k steps per env would be 80k env steps, 20x a 4096-step budget; it was
+in the ratio before 2026-11-26). Each job's CPU seconds (its worker processes included) are
 printed too: on a machine shared with other jobs they vary less than wall time. Our job is the CLI itself, in a temporary log directory.
 
 Imports nothing beyond the standard library at module level: the SB3 mode runs in the
@@ -93,7 +95,7 @@ def run_ours(steps: int, seed: int, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "batchrl", "train", "--config", "ppo_atari", "--logdir",
            logdir, "--seed", str(seed), "--no-progress", "--no-tensorboard",
            "--set", f"steps={steps}", "--set", f"report_every={steps}",
-           "--set", f"checkpoint_every={steps}", *extra]
+           "--set", f"checkpoint_every={steps}", "--set", "eval_steps=1", *extra]
     proc, wall, cpu = timed(cmd)
   if proc.returncode:
     raise RuntimeError(f"batchrl job failed:\n{proc.stderr[-3000:]}")

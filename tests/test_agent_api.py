@@ -242,10 +242,10 @@ def test_terminal_2_bootstraps_from_next_state():
   np.testing.assert_allclose(model.buffer.next_obs[1, 0], final)
   config, nets = _ppo_parts(agent)
   data = ppo_agent.prepare(config, nets, model)
-  value = nets.value(model.params["value"], jnp.asarray(final)[None])[0]
+  value = nets.value(model.params, jnp.asarray(final)[None])[0]
   # lambda 0: the target of a cut step is r + discount * V(next state)
   np.testing.assert_allclose(data.returns[1, 0], 2.0 + 0.9 * value, rtol=1e-5)
-  next_value = nets.value(model.params["value"], jnp.asarray(obs(1))[None])[0]
+  next_value = nets.value(model.params, jnp.asarray(obs(1))[None])[0]
   np.testing.assert_allclose(data.returns[0, 0], 1.0 + 0.9 * next_value, rtol=1e-5)
 
 

@@ -7,7 +7,8 @@ so a rollout has the static shape ``[rollout_length, num_envs]`` that a fused, c
 training program needs. Episodes that do not end inside a rollout are bootstrapped from
 the value of their last observation.
 
-The loss is one Adam on ``policy_loss + value_coef * value_loss - entropy_coef * H``;
+The loss is one Adam on ``policy_loss + value_coef * value_loss - entropy_coef * H`` over
+all parameters (separate policy and value networks, or one shared torso: ``share_torso``);
 normalizer statistics are updated only from stored training experience.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from typing import Literal
 
 from batchrl.configclass import ConfigError, configclass, param
+from batchrl.networks.layers import RECURRENT_TYPES
 
 
 @configclass
@@ -40,7 +42,13 @@ class PPOConfig:
       None, "None: the MLPs above (Box observations, one Discrete or 1-D Box action). Else a "
       "network spec as JSON text (a layer list, 'auto' or a branches dict; "
       "batchrl.networks.layered) for any states and actions; the value network is built "
-      "from it with its own parameters and without recurrent layers.")
+      "from it with its own parameters and without recurrent layers (share_torso: one "
+      "torso for both).")
+  share_torso: bool = param(
+      False, "One feed-forward torso (the network spec's layers, or the policy_layers MLP; "
+      "value_layers then unused) under both the policy head and a linear value head, trained "
+      "by the joint loss, as SB3's CnnPolicy and CleanRL's Atari PPO: about half the network "
+      "compute of separate networks. Not with recurrent policies.")
   float_distribution: Literal["gaussian", "beta"] = param(
       "gaussian", "With network: 'gaussian', or 'beta' for float actions with finite bounds.")
 
@@ -139,6 +147,10 @@ def _check_layers(c: PPOConfig) -> None:
 
 
 def _check_network(c: PPOConfig) -> None:
+  if c.share_torso and c.recurrent is not None:
+    raise ConfigError(f"ppo.share_torso needs a feed-forward policy; recurrent="
+                      f"{c.recurrent!r} keeps a carry the value head would not see. Set "
+                      "recurrent=None or share_torso=False.")
   if c.network is None:
     return
   try:
@@ -148,6 +160,19 @@ def _check_network(c: PPOConfig) -> None:
   if c.recurrent is not None:
     raise ConfigError("ppo.recurrent applies to the MLP networks; with a network spec add "
                       "an 'lstm' or 'gru' layer to it instead.")
+  if c.share_torso and _has_recurrent_layer(json.loads(c.network)):
+    raise ConfigError("ppo.share_torso needs a feed-forward network: the network spec has "
+                      "an lstm/gru layer; drop it or set share_torso=False.")
+
+
+def _has_recurrent_layer(spec) -> bool:
+  """Whether a network spec (JSON value) holds an lstm/gru layer anywhere."""
+  if isinstance(spec, dict):
+    return (spec.get("type") in RECURRENT_TYPES
+            or any(_has_recurrent_layer(v) for v in spec.values()))
+  if isinstance(spec, list):
+    return any(_has_recurrent_layer(v) for v in spec)
+  return False
 
 
 def _check_counts(c: PPOConfig) -> None:

@@ -54,7 +54,7 @@ class RolloutBuffer(NamedTuple):
 class PPOState(NamedTuple):
   """Everything PPO learns and remembers; a pytree (checkpointable, vmappable)."""
 
-  params: dict  # {"policy", "value"}
+  params: dict  # {"policy", "value"}; {"policy"} alone with config.share_torso
   opt_state: Any
   obs_stats: RunningStats  # of raw observations [D]
   reward_stats: RunningStats  # of raw per-step rewards []
@@ -385,7 +385,7 @@ def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState) -> UpdateData
   obs = normalize_obs(config, state, batch.obs)
   next_obs = normalize_obs(config, state, batch.next_obs)
   rewards = normalize_rewards(config, state, batch.reward)
-  values, next_values = _values_of_both(nets, state.params["value"], obs, next_obs)
+  values, next_values = _values_of_both(nets, state.params, obs, next_obs)
   returns = discounted_returns(rewards, batch.terminated, batch.truncated, next_values,
                                config.discount)
   if config.gae_lambda is None:
@@ -428,10 +428,14 @@ def to_sequences(data: UpdateData, length: int) -> UpdateData:
 
 
 def sequence_loss(config: PPOConfig, nets: PPONetworks, params, penalty, data: UpdateData):
-  """Loss on ``M`` sequences ``[M, L]`` (run time-major through the policy)."""
+  """Loss on ``M`` sequences ``[M, L]`` (run time-major through the policy).
+
+  One loss, one gradient over all parameters: with a shared torso its gradient sums the
+  policy's, ``value_coef`` times the value's and the entropy's, and ``max_grad_norm`` clips
+  the global norm of everything (as SB3 and CleanRL do)."""
   time_major = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data._replace(carry=()))
-  policy = nets.unroll(params["policy"], data.carry, time_major.obs, time_major.reset)
-  values = nets.value(params["value"], time_major.obs)
+  policy, values = nets.unroll_with_values(params, data.carry, time_major.obs,
+                                           time_major.reset)
   return losses.ppo_loss(policy, time_major.old_policy, time_major.raw_action,
                          time_major.advantages, values, time_major.returns,
                          time_major.old_values, penalty, config)

@@ -1,4 +1,5 @@
-"""PPO networks: a policy (feed-forward or recurrent) and a separate value MLP.
+"""PPO networks: a policy (feed-forward or recurrent) and a separate value network, or
+(``PPOConfig.share_torso``) one feed-forward torso with a policy head and a value head.
 
 Shapes: ``B`` envs (or minibatch rows), ``T`` steps, ``D`` flattened observation size,
 ``A`` action size, ``K`` discrete actions, ``H`` recurrent cell size.
@@ -6,10 +7,15 @@ Shapes: ``B`` envs (or minibatch rows), ``T`` steps, ``D`` flattened observation
 The policy is one step ``(params, carry, obs[B, D]) -> (carry, dist)``; feed-forward
 policies have the empty carry ``()`` so both kinds share every code path. ``unroll`` runs
 a policy over a time-major sequence ``[T, B, D]`` with carries reset at episode starts.
+
+Parameters: ``{"policy", "value"}`` for separate networks; ``{"policy"}`` alone with a shared
+torso (``{"torso", "heads", "value_head"}`` inside), so acting reads ``params["policy"]``
+either way.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -18,10 +24,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.agents import spaces
 from batchrl.agents.ppo.config import PPOConfig
+from batchrl.configclass import ConfigError
 from batchrl.networks import dense
-from batchrl.networks.mlp import MLP, reset_carry
 from batchrl.networks.distributions import Categorical, DiagGaussian
+from batchrl.networks.heads import ActionHeads, action_specs_from_space
+from batchrl.networks.layered import build_network, input_specs_from_space
+from batchrl.networks.mlp import MLP, reset_carry
 
 class GaussianHead(nn.Module):
   """``tanh`` mean with a small init; state-independent ``std = softplus(w)``, ``[..., A]``."""
@@ -90,14 +100,18 @@ def _cell(kind: str, size: int) -> nn.Module:
 
 @dataclasses.dataclass(frozen=True)
 class PPONetworks:
-  """Pure functions over the ``{"policy", "value"}`` parameter dict.
+  """Pure functions over the parameter dict (``{"policy", "value"}``, or ``{"policy"}`` alone
+  with a shared torso).
 
   Attributes:
     init: ``key -> params``.
-    policy: ``(policy_params, carry, obs[B, D]) -> (carry, dist[B])``.
-    value: ``(value_params, obs[..., D]) -> [...]``.
+    policy: ``(params["policy"], carry, obs[B, D]) -> (carry, dist[B])``.
+    value: ``(params, obs[..., D]) -> [...]``, from ALL the parameters (a shared torso's
+      value head sits in ``params["policy"]``).
     initial_carry: ``batch -> carry`` zeros (``()`` when feed-forward).
     recurrent: whether the policy carries a state.
+    both: with a shared torso, ``(params["policy"], obs[..., D]) -> (dist[...], value[...])``
+      from one pass of the torso; None for separate networks.
   """
 
   init: Callable[[jax.Array], dict]
@@ -105,6 +119,7 @@ class PPONetworks:
   value: Callable[..., jax.Array]
   initial_carry: Callable[[int], Any]
   recurrent: bool
+  both: Callable[..., tuple[Any, jax.Array]] | None = None
 
   def unroll(self, params, carry, obs, reset):
     """Policy over ``obs[T, B, D]`` from ``carry[B]``, zeroing carries where ``reset[T, B]``.
@@ -123,10 +138,23 @@ class PPONetworks:
 
     return jax.lax.scan(step, carry, (obs, reset))[1]
 
+  def unroll_with_values(self, params, carry, obs, reset):
+    """``(dist[T, B], value[T, B])`` over ``obs[T, B, D]`` from all the parameters: the policy
+    as ``unroll`` has it and the value of every step (one torso pass when it is shared)."""
+    if self.both is not None:
+      return self.both(params["policy"], obs)
+    return self.unroll(params["policy"], carry, obs, reset), self.value(params, obs)
+
 
 def make_networks(config: PPOConfig, observation_size: int,
                   action_space: gym.Space) -> PPONetworks:
-  """Policy and value networks for flattened observations of ``observation_size``."""
+  """Policy and value networks for flattened observations of ``observation_size`` (with
+  ``share_torso``: the ``policy_layers`` MLP under both heads; ``value_layers`` unused)."""
+  if config.share_torso:
+    dummy = jnp.zeros((1, observation_size), jnp.float32)
+    return _shared_networks(MLPTorso(config.policy_layers, config.activation),
+                            MaskFreeHead(_head(config, action_space)),
+                            lambda: (dummy, None), lambda obs: (obs, None))
   policy = Policy(config.policy_layers, config.activation, config.recurrent,
                   _head(config, action_space))
   value = Value(config.value_layers, config.activation)
@@ -150,10 +178,72 @@ def make_networks(config: PPOConfig, observation_size: int,
     return policy.apply({"params": params}, carry, obs)
 
   def apply_value(params, obs):
-    return value.apply({"params": params}, obs)
+    return value.apply({"params": params["value"]}, obs)
 
   return PPONetworks(init, apply_policy, apply_value, initial_carry,
                      config.recurrent is not None)
+
+
+class MLPTorso(nn.Module):
+  """The flat layout's feed-forward torso: ``(carry, obs[..., D]) -> (carry, features)``."""
+
+  layers: tuple[int, ...]
+  activation: str
+
+  @nn.compact
+  def __call__(self, carry, obs):
+    return carry, MLP(self.layers, self.activation, fast_grads=True)(obs)
+
+
+class MaskFreeHead(nn.Module):
+  """A flat-layout head behind the ``(features, masks)`` call of ``ActionHeads`` (the flat
+  layout has no action masks)."""
+
+  head: nn.Module
+
+  @nn.compact
+  def __call__(self, features, masks):
+    del masks
+    return self.head(features)
+
+
+class SharedTorso(nn.Module):
+  """One feed-forward torso with the policy's heads and a linear value head on its
+  features: ``(inputs, masks) -> (dist, value[...])``, as SB3's CnnPolicy and CleanRL's
+  Atari PPO have it."""
+
+  torso: nn.Module
+  heads: nn.Module
+
+  @nn.compact
+  def __call__(self, inputs, masks):
+    _, features = self.torso((), inputs)
+    return self.heads(features, masks), nn.Dense(1, name="value_head")(features)[..., 0]
+
+
+def _shared_networks(torso: nn.Module, heads: nn.Module, init_inputs: Callable[[], tuple],
+                     split: Callable[[Any], tuple]) -> PPONetworks:
+  """``PPONetworks`` of one ``SharedTorso``, its parameters under ``"policy"``.
+
+  ``init_inputs()`` gives ``(inputs, masks)`` of one example; ``split(obs)`` splits what the
+  model feeds into ``(inputs, masks)``. Acting and the value each run the whole network;
+  the compiled program drops the head it does not return."""
+  net = SharedTorso(torso, heads)
+
+  def init(key):
+    policy_key, _ = jax.random.split(key)  # the key the separate policy is drawn from
+    return {"policy": net.init(policy_key, *init_inputs())["params"]}
+
+  def both(params, obs):
+    return net.apply({"params": params}, *split(obs))
+
+  def apply_policy(params, carry, obs):
+    return carry, both(params, obs)[0]
+
+  def apply_value(params, obs):
+    return both(params["policy"], obs)[1]
+
+  return PPONetworks(init, apply_policy, apply_value, lambda batch: (), False, both)
 
 
 def _head(config: PPOConfig, space: gym.Space) -> nn.Module:
@@ -211,29 +301,34 @@ def make_spec_networks(config: PPOConfig, info) -> PPONetworks:
   """Policy and value networks built from ``config.network`` (JSON text) for any spaces.
 
   ``info`` is a ``batchrl.agents.spaces.SpaceInfo`` of the 'tree' layout. Action masks are
-  split off the observation (``spaces.split_masks``) and go to the categorical heads.
+  split off the observation (``spaces.split_masks``) and go to the categorical heads. With
+  ``config.share_torso`` one torso carries both heads (it must be feed-forward).
   """
-  import json
-
-  from batchrl.agents import spaces
-  from batchrl.networks.heads import ActionHeads, action_specs_from_space
-  from batchrl.networks.layered import build_network, input_specs_from_space
-
   spec = json.loads(config.network)
   inputs = input_specs_from_space(info.network_space)
   torso = build_network(spec, inputs)
-  value_torso = build_network(_without_recurrent(spec), inputs)
   heads = ActionHeads(actions=action_specs_from_space(info.action_space),
                       float_distribution=config.float_distribution,
                       init_output_factor=config.init_output_factor, init_std=config.init_std)
+
+  def init_inputs():
+    obs = spaces.zero_obs(info, (1,))
+    net_obs, masks = spaces.split_masks(info, obs)
+    return net_obs, jax.tree.map(jnp.logical_not, masks)  # all allowed
+
+  if config.share_torso:
+    if torso.recurrent:
+      raise ConfigError("ppo.share_torso needs a feed-forward network: the network spec "
+                        "has an lstm/gru layer; drop it or set share_torso=False.")
+    return _shared_networks(torso.module, heads, init_inputs,
+                            lambda obs: spaces.split_masks(info, obs))
+  value_torso = build_network(_without_recurrent(spec), inputs)
   policy = SpecPolicy(torso.module, heads)
   value = SpecValue(value_torso.module)
 
   def init(key):
     policy_key, value_key = jax.random.split(key)
-    obs = spaces.zero_obs(info, (1,))
-    net_obs, masks = spaces.split_masks(info, obs)
-    masks = jax.tree.map(jnp.logical_not, masks)  # all allowed
+    net_obs, masks = init_inputs()
     return {"policy": policy.init(policy_key, torso.initial_carry(1), net_obs,
                                   masks)["params"],
             "value": value.init(value_key, net_obs)["params"]}
@@ -244,6 +339,6 @@ def make_spec_networks(config: PPOConfig, info) -> PPONetworks:
 
   def apply_value(params, obs):
     net_obs, _ = spaces.split_masks(info, obs)
-    return value.apply({"params": params}, net_obs)
+    return value.apply({"params": params["value"]}, net_obs)
 
   return PPONetworks(init, apply_policy, apply_value, torso.initial_carry, torso.recurrent)
