@@ -22,7 +22,7 @@ from batchrl.configs.atari import ppo_atari
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
-from tests.test_ppo_host_update import TINY_CNN, _config, _filled_state
+from tests.test_ppo_host_update import _config, _filled_state
 
 TANH_64 = [{"type": "dense", "size": 64, "activation": "tanh"},
            {"type": "dense", "size": 64, "activation": "tanh"}]

@@ -3,8 +3,6 @@ trials, Optuna's OptunaSearch on the same study.db) and `--runners N` (each tria
 Ray runner actors): every trial lands in the study with its run directory, a stopped search
 resumes without repeating finished trials, no Ray process is left behind, and bad launch
 flags are one line."""
-import os
-import shutil
 
 import psutil
 import pytest

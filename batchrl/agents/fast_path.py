@@ -333,12 +333,8 @@ class DeferredCommits:
         state = self.sync(state)
       count = 0
     else:
-      if count == self.depth + 1:
-        state = self.sync(state)
-        count = self.count
-      if count == 0:  # the previous act is only in the device state
-        self.words[0] = np.asarray(self.pack_last(state.obs, state.action, state.extras))
-        count = 1
+      if count == self.depth + 1 or count == 0:  # rare: tested inline, handled in a call
+        state, count = self._make_room(state, count)
       if type(reward) is np.ndarray:
         self.reward[count - 1] = reward
         self.terminal[count - 1] = terminal
@@ -362,12 +358,8 @@ class DeferredCommits:
     ``(state, action)``."""
     count = self.count
     if direct:
-      if count == self.depth + 1:
-        state = self.sync(state)
-        count = self.count
-      if count == 0:  # the previous act is only in the device state
-        self.words[0] = np.asarray(self.pack_last(state.obs, state.action, state.extras))
-        count = 1
+      if count == self.depth + 1 or count == 0:
+        state, count = self._make_room(state, count)
       self.reward1[count - 1] = reward
       self.terminal1[count - 1] = terminal
     else:
@@ -386,6 +378,18 @@ class DeferredCommits:
     typed, column, dtype = self.scalar
     value = typed.item(count, 0, column)
     return state, (bool(value) if dtype == np.bool_ else value)
+
+  def _make_room(self, state: AgentState, count: int) -> tuple[AgentState, int]:
+    """Before a 'direct' commit: stores the held rows when they are full, and puts the
+    previous act in row 0 when it is only in the device state. Returns ``(state, count)``:
+    the rows now held, the previous act's last."""
+    if count == self.depth + 1:
+      state = self.sync(state)
+      count = self.count
+    if count == 0:  # the previous act is only in the device state
+      self.words[0] = np.asarray(self.pack_last(state.obs, state.action, state.extras))
+      count = 1
+    return state, count
 
   def _act_only(self, state: AgentState, obs, reset, deterministic: bool):
     self.header_words[...] = self._header_row(state)

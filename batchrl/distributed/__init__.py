@@ -19,8 +19,6 @@ hang are replaced (``pool.RunnerPool``). Ray itself is imported only when a run 
 from __future__ import annotations
 
 import contextlib
-import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -53,13 +51,10 @@ def trainer_on_ray(exp: Experiment, run_dir, options: RayOptions,
   """A ``DistributedTrainer`` for ``exp`` while connected to Ray; runners and (for a local
   instance) Ray itself are stopped on exit."""
   options = preflight(exp, options, seeds)
-  # a local instance must fit every runner, even on a machine with fewer cores
-  cpus = options.local_cpus or max(os.cpu_count() or 1,
-                                   math.ceil(options.runners * options.runner_cpus))
   # the learner is built (and its update compiled) while Ray starts
   with ThreadPoolExecutor(1, thread_name_prefix="batchrl-learner") as executor:
     local = executor.submit(DistributedTrainer, exp, Path(run_dir), options)
-    with cluster.connect(options.address, Path(run_dir) / "ray", cpus):
+    with cluster.connect(options.address, Path(run_dir) / "ray", options.instance_cpus()):
       learner = local.result()
       try:
         yield learner.start()

@@ -7,6 +7,8 @@ one of the two from the experiment.
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 
 from batchrl.configclass import ConfigError
 
@@ -69,6 +71,12 @@ class RayOptions:
                         "runners; give --envs-per-runner M (the run then has runners x M "
                         "envs) or another --runners.")
     return dataclasses.replace(self, envs_per_runner=num_envs // self.runners)
+
+  def instance_cpus(self) -> int:
+    """CPUs of a local instance: ``local_cpus``, else the machine's count, but always
+    enough for every runner (so runners start on a machine with fewer cores)."""
+    return self.local_cpus or max(os.cpu_count() or 1,
+                                  math.ceil(self.runners * self.runner_cpus))
 
   def overrides(self) -> list[str]:
     """The ``--set`` overrides that make the experiment's env count ``runners × M``."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Any

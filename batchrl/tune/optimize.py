@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -243,10 +242,7 @@ def _runner_cluster(runners: RayOptions | None, tune_dir: Path):
   nothing."""
   if runners is None:
     return contextlib.nullcontext()
-  # a local instance fits every runner, even on a machine with fewer cores (as train --ray)
-  cpus = runners.local_cpus or max(os.cpu_count() or 1,
-                                   math.ceil(runners.runners * runners.runner_cpus))
-  return ray_cluster.connect(runners.address, Path(tune_dir) / "ray", cpus)
+  return ray_cluster.connect(runners.address, Path(tune_dir) / "ray", runners.instance_cpus())
 
 
 def _log_trial(optuna, opts: TuneOptions):
