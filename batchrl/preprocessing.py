@@ -47,6 +47,7 @@ Every type except ``sequence`` computes in float32; ``sequence`` keeps its input
 from __future__ import annotations
 
 import dataclasses
+import functools
 import difflib
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -222,8 +223,10 @@ class Grayscale:
     return shape[:-1] + (1,)
 
   def transform(self, x):
-    weights = jnp.asarray(self.weights, jnp.float32)
-    return jnp.sum(x * weights, axis=-1, keepdims=True)
+    # One product per channel slice, added up: XLA:CPU's reduction over a minor axis of 3
+    # ran 8.6x slower (Atari: 712 ms against 83 ms per 1024 frames of 210x160x3).
+    return functools.reduce(jnp.add, (x[..., i:i + 1] * jnp.float32(weight)
+                                      for i, weight in enumerate(self.weights)))
 
 
 _RESIZE_METHODS = ("bilinear", "nearest", "cubic", "lanczos3", "lanczos5")

@@ -12,6 +12,8 @@ import pytest
 
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import PPOConfig
+from batchrl import parts
+from batchrl.agents.ppo import model
 from batchrl.agents.ppo.model import host_update_loop, make_ppo
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec
@@ -81,3 +83,70 @@ def test_update_loop_auto_is_host_on_the_cpu_and_a_typo_is_refused():
   assert not host_update_loop(_config())
   with pytest.raises(ConfigError, match="update_loop"):
     _config(update_loop="hosted")
+
+
+@pytest.mark.parametrize("cores,frames,count", [(1, 1000, 1), (2, 1000, 2), (2, 1, 4),
+                                               (1, 2, 2)])
+def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_result(
+    monkeypatch, cores, frames, count):
+  """On the CPU the host loop differentiates each minibatch (4 one-step sequences here) as
+  equal shares of at most ``GRADIENT_SHARE_FRAMES`` frames over the cores, and averages
+  them: any split gives the scan loop's parameters and metrics."""
+  monkeypatch.setattr(parts, "usable_cpus", lambda: cores)
+  monkeypatch.setattr(model, "GRADIENT_SHARE_FRAMES", frames)
+  config = _config(update_loop="host")
+  assert model._gradient_shares(config, _filled_state(config)[1].info,
+                                _sequences_like(config)).count == count
+  results = {}
+  for loop in ("scan", "host"):
+    agent, state = _filled_state(_config(update_loop=loop))
+    results[loop] = agent.update(state)
+  (scan_state, scan_metrics), (host_state, host_metrics) = results["scan"], results["host"]
+  for a, b in zip(jax.tree.leaves(scan_state.params), jax.tree.leaves(host_state.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  for name in scan_metrics:
+    np.testing.assert_allclose(scan_metrics[name], host_metrics[name], rtol=1e-3, atol=1e-5,
+                               err_msg=name)
+
+
+def test_the_kl_penalty_objective_keeps_whole_minibatches(monkeypatch):
+  """Its cutoff is not linear in the batch: a mean of shares would change the gradient."""
+  monkeypatch.setattr(model, "GRADIENT_SHARE_FRAMES", 1)
+  config = _config(update_loop="host", policy_objective="kl_penalty")
+  info = _filled_state(config)[1].info
+  assert model._gradient_shares(config, info, _sequences_like(config)).count == 1
+
+
+def test_a_large_model_takes_its_optimizer_step_per_leaf_with_the_same_result(monkeypatch):
+  """``flat_step`` above ``FLAT_STEP_MAX_PARAMS``: per leaf, the same parameters."""
+  config = _config()
+  agent, state = _filled_state(config)
+  flat, _ = agent.update(state)
+  monkeypatch.setattr(model, "FLAT_STEP_MAX_PARAMS", 0)
+  leaves, _ = make_ppo(config).update(state)
+  for a, b in zip(jax.tree.leaves(flat.params), jax.tree.leaves(leaves.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  for a, b in zip(jax.tree.leaves(flat.opt_state), jax.tree.leaves(leaves.opt_state)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def _sequences_like(config: PPOConfig):
+  """Stand-in sequences ``[S, L]``: 2 envs x ``rollout_length`` one-step sequences."""
+  return np.zeros((2 * config.rollout_length, 1))
+
+
+@pytest.mark.parametrize("frames", [4, 6, 1000])
+def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch, frames):
+  """The host loop's values before an update come in calls of about ``frames`` frames (8
+  steps x 2 envs here: 4 and 6 give 4 calls of 2 steps over 2 threads, 1000 one call)."""
+  monkeypatch.setattr(model, "VALUE_CHUNK_FRAMES", frames)
+  config = _config(update_loop="host", normalize_observations=True)
+  agent, state = _filled_state(config)
+  nets = model._networks(config, state.info)
+  want = model._values_of_both(nets, state.params,
+                               model.normalize_obs(config, state, state.buffer.obs),
+                               model.normalize_obs(config, state, state.buffer.next_obs))
+  got = model._values_in_chunks(config, state)
+  for g, w in zip(got, want):
+    assert g.shape == w.shape == (8, 2)
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

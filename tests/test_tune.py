@@ -374,8 +374,8 @@ def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
 
 
 def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
-  from batchrl.train.cpu_threads import usable_cpus
-  from batchrl.train.lanes import Parts
+  from batchrl.cpus import usable_cpus
+  from batchrl.parts import Parts
   parts = Parts(lanes=5, count=2)
   assert parts.size == 3
   values = {"learning_rate": jnp.arange(5, dtype=jnp.float32)}

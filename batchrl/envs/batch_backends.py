@@ -17,18 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl.cpus import usable_cpus
 from batchrl.envs import launch
 from batchrl.envs.batch_group import EMPTY, EnvGroup, Report, serve_group, spin_until_readable
 from batchrl.envs.batch_layout import Buffers, Layout, create_block
 from batchrl.envs.process import (ATTACH, CALL, EXCEPTION, RESET, RESTART, STEP, EnvError,
                                   EnvWorkerDied, EnvWorkerTimeout, WorkerHandle)
-
-
-def _usable_cpus() -> int:
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not on Linux
-    return os.cpu_count() or 1
 
 
 class LocalBackend:
@@ -116,7 +110,7 @@ class ProcessBackend:
     self.parts = _split(len(constructors), num_workers, smallest_first=step_in_parent)
     self.owner = {i: w for w, part in enumerate(self.parts) for i in part}
     self.context, self.timeout, self.start_timeout = context, timeout, start_timeout
-    self.spin, self.cpus = spin, _usable_cpus()
+    self.spin, self.cpus = spin, usable_cpus()
     self.local = EnvGroup([constructors[i] for i in self.parts[0]], self.parts[0], 0,
                           autoreset_mode, keep_infos) if step_in_parent else None
     self.remote = list(range(1 if step_in_parent else 0, num_workers))

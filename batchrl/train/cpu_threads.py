@@ -29,14 +29,6 @@ import jax
 from jax._src import xla_bridge
 
 
-def usable_cpus() -> int:
-  """The CPUs this process may run on (its affinity on Linux, else all of them)."""
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not on Linux
-    return os.cpu_count() or 1
-
-
 def backend_started() -> bool:
   """Whether JAX's backends exist already (True when this JAX cannot tell: then nothing is
   changed)."""

@@ -22,7 +22,7 @@ from batchrl.configs import Experiment
 from batchrl.train import fused
 from batchrl.train.build import build_model, build_env, close_env, eval_steps
 from batchrl.train.cpu_threads import start_cpu_backend
-from batchrl.train.lanes import PartRunner, Parts
+from batchrl.parts import PartRunner, Parts
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule

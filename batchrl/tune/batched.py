@@ -14,7 +14,7 @@ stops logging, its lane of the group computes on until the group ends. An interr
 group starts again from the beginning on resume.
 
 On a CPU a group's lanes are split into equal parts, one per usable core, each part running
-the same compiled program in its own thread (``batchrl.train.lanes``).
+the same compiled program in its own thread (``batchrl.parts``).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from batchrl.logging import RunLogger
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, close_env, eval_steps
-from batchrl.train.lanes import PartRunner, Parts
+from batchrl.parts import PartRunner, Parts
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run
 from batchrl.train.schedule import due, schedule

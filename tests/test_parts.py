@@ -1,4 +1,4 @@
-"""``batchrl.train.lanes``: independent lanes (seeds, trials) split into parts run side by
+"""``batchrl.parts``: independent lanes (seeds, trials) split into parts run side by
 side, one per CPU core."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from batchrl import configs
-from batchrl.train import lanes
-from batchrl.train.lanes import PartRunner, Parts
+from batchrl import parts as lanes
+from batchrl.parts import PartRunner, Parts
 from batchrl.train.local import LocalTrainer
 
 
@@ -74,3 +74,11 @@ def test_compile_ahead_leaves_the_program_compiled_for_its_first_call(caplog):
   # a failure costs only the head start
   fused.compile_ahead(lambda: program.lower("not an array")).join()
   np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batch,cores,count", [(6, 4, 3), (7, 2, 1), (256, 2, 2), (1, 8, 1)])
+def test_unpadded_parts_are_equal_shares_no_more_than_the_cores(monkeypatch, batch, cores,
+                                                                   count):
+  monkeypatch.setattr(lanes, "usable_cpus", lambda: cores)
+  parts = Parts.unpadded(batch)
+  assert parts.count == count and parts.size * parts.count == batch

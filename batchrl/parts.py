@@ -1,5 +1,6 @@
-"""Independent lanes of a vmapped program (seeds of ``--seeds``, trials of ``tune
---batch-trials``) run as equal parts side by side, one per CPU core.
+"""A batch run as equal parts side by side, one per CPU core: the independent lanes of a
+vmapped program (seeds of ``--seeds``, trials of ``tune --batch-trials``), or the halves of
+a minibatch whose gradient is a mean (PPO's host update loop).
 
 Why: XLA:CPU runs the small kernels of such a program on one core, so one program over
 every lane leaves the other cores idle (16 ``cartpole_fused`` trials on 2 cores: 180k env
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.train.cpu_threads import usable_cpus
+from batchrl.cpus import usable_cpus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,14 @@ class Parts:
     """One part per usable core on the CPU backend; one part elsewhere."""
     cores = usable_cpus() if jax.default_backend() == "cpu" else 1
     return cls(lanes, max(1, min(lanes, cores)))
+
+  @classmethod
+  def unpadded(cls, lanes: int) -> "Parts":
+    """As many equal parts as the CPU backend has usable cores and ``lanes`` divides into
+    (no padding: for a mean over the whole batch, each part an equal share); one part on
+    other backends."""
+    cores = usable_cpus() if jax.default_backend() == "cpu" else 1
+    return cls(lanes, max(c for c in range(1, min(lanes, cores) + 1) if lanes % c == 0))
 
   @property
   def size(self) -> int:
@@ -81,6 +90,14 @@ class PartRunner:
     if self.parts.count == 1:
       return [jax.block_until_ready(fn(*args)) for args in zip(*per_part)]
     return list(self._pool.map(lambda args: jax.block_until_ready(fn(*args)), zip(*per_part)))
+
+  def map(self, fn, items: list) -> list:
+    """``[fn(item) for item in items]``, in order: the items in consecutive groups of equal
+    size (the last may be smaller), one group per thread, each call waited for there."""
+    size = -(-len(items) // self.parts.count)
+    groups = [items[i:i + size] for i in range(0, len(items), size)]
+    run = lambda group: [jax.block_until_ready(fn(item)) for item in group]  # noqa: E731
+    return [out for outs in self.each(run, groups) for out in outs]
 
   def close(self) -> None:
     self._pool.shutdown(wait=True)
