@@ -52,7 +52,7 @@ rl-zoo's trials per hour; best trial 500 on every side. The full budget (``--tri
 train), 1,561 trials/h, best trial 500; rl-zoo 1002 s, 57 trials/h (16/16 complete, 2
 evaluations each), best trial 500: ours 27.2x rl-zoo's trials per hour.
 
-After splitting a group over the cores (``batchrl.train.lanes``) and compiling its evaluation
+After splitting a group over the cores (``batchrl.parts``) and compiling its evaluation
 ahead (2026-11-26, same machine otherwise idle, load average 1.1-1.6; ``--trials 16 --steps
 200000 --no-peers``, three runs): train 5.3 / 5.5 / 5.4 s, batched 18.0 / 18.3 / 18.4 s =
 3.40x / 3.30x / 3.40x train, about 3,150 trials/h, best trial 500 each time (before the
