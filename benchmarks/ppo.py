@@ -110,7 +110,7 @@ def _children_cpu() -> float:
 def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   """The whole training run as one compiled program; compile timed apart from training."""
   import jax
-  from batchrl import configs, experiment
+  from batchrl import configs, experiment, programs
   from batchrl.train import fused
 
   exp = configs.get("cartpole_fused")
@@ -121,14 +121,14 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   per_iteration = exp.run.num_envs * agent.period
   iterations = math.ceil(steps / per_iteration)
   start = time.perf_counter()
-  compiled = fused.jit(lambda key: _train_body(env, agent, key, iterations), "loop").lower(
+  compiled = programs.jit(lambda key: _train_body(env, agent, key, iterations), "loop").lower(
       jax.random.key(0)).compile()
   compile_s = time.perf_counter() - start
   start = time.perf_counter()
   sim, infos = compiled(jax.random.key(0))
   jax.block_until_ready(sim)
   train_s = time.perf_counter() - start
-  evaluate = fused.jit(fused.make_evaluate(env, agent, 500), "once")
+  evaluate = programs.jit(fused.make_evaluate(env, agent, 500), "once")
   score = float(evaluate(sim)["mean_score"])
   return {"steps": iterations * per_iteration, "compile_s": compile_s, "train_s": train_s,
           "total_s": compile_s + train_s,

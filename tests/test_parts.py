@@ -62,20 +62,6 @@ def test_seeds_split_over_parts_train_as_in_one_program(tmp_path, monkeypatch, c
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_compile_ahead_leaves_the_program_compiled_for_its_first_call(caplog):
-  from batchrl.train import fused
-  program = jax.jit(lambda x: jnp.tanh(x) * 3.0)
-  x = jnp.ones((5,))
-  with jax.log_compiles():
-    fused.compile_ahead(lambda: program.lower(x)).join()
-    caplog.clear()
-    np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
-  assert not [r for r in caplog.records if "Compiling" in r.getMessage()]  # no second time
-  # a failure costs only the head start
-  fused.compile_ahead(lambda: program.lower("not an array")).join()
-  np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
-
-
 @pytest.mark.parametrize("batch,cores,count", [(6, 4, 3), (7, 2, 1), (256, 2, 2), (1, 8, 1)])
 def test_unpadded_parts_are_equal_shares_no_more_than_the_cores(monkeypatch, batch, cores,
                                                                    count):

@@ -2,6 +2,7 @@
 CPU) against the scan loop: same steps, same order, same parameters up to float rounding."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -16,7 +17,9 @@ from batchrl import parts
 from batchrl.agents.ppo import model
 from batchrl.agents.ppo.model import host_update_loop, make_ppo
 from batchrl.configclass import ConfigError
+from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
+from batchrl.train import fused
 
 TINY_CNN = [{"type": "conv2d", "size": 4, "window": 3, "stride": 2, "activation": "relu"},
             {"type": "flatten"}, {"type": "dense", "size": 8, "activation": "relu"}]
@@ -150,3 +153,31 @@ def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch,
   for g, w in zip(got, want):
     assert g.shape == w.shape == (8, 2)
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seeds", [None, 2])
+def test_a_top_level_update_runs_the_chunk_the_nested_loop_runs(seeds):
+  """``Model.top_level_update`` (PPO's host loop): the driver runs each rollout and each
+  update as top-level programs; the same states and infos as the update nested in the
+  chunk's scan, and chunks still chain."""
+  env = make_vec("CartPole-v1", 2)
+  agent = make_ppo(PPOConfig(rollout_length=8, update_epochs=2, batch_size=4,
+                             policy_objective="clip", update_loop="host"))
+  assert agent.top_level_update == host_update_loop(PPOConfig(update_loop="host"))
+  nested = dataclasses.replace(agent, top_level_update=False)
+  start = fused.init_sim(env, agent, jax.random.key(3), num_seeds=seeds)
+  top_sim, top_infos = fused.make_run_chunk(env, agent, num_seeds=seeds)(start, 3)
+  sim, infos = fused.make_run_chunk(env, nested, num_seeds=seeds)(start, 3)
+  for a, b in zip(jax.tree.leaves(top_sim.agent_state.params),
+                  jax.tree.leaves(sim.agent_state.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert set(top_infos) == set(infos)
+  for name in infos:
+    assert top_infos[name].shape == infos[name].shape == ((3,) if seeds is None else (2, 3))
+    np.testing.assert_allclose(top_infos[name], infos[name], rtol=1e-4, atol=1e-5,
+                               err_msg=name)
+  run = fused.make_run_chunk(env, agent, num_seeds=seeds)
+  chained = run(run(start, 1)[0], 2)[0]
+  for a, b in zip(jax.tree.leaves(chained.agent_state.params),
+                  jax.tree.leaves(top_sim.agent_state.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -82,6 +82,11 @@ class Model:
     learned_updates: for models whose ``update`` may run without learning (replay agents
       before ``first_update``, VPG waiting for whole episodes), ``(state) -> int[]``: the
       count of updates that learned. None: every update learns.
+    top_level_update: whether drivers should run ``update`` as its own top-level program
+      between compiled rollouts rather than inside their compiled loop (same results). For
+      an update that leaves the program through a host callback to run programs of its
+      own (PPO's host update loop): called from inside a loop, XLA:CPU gave those programs
+      one core.
   """
 
   init: Callable[[jax.Array, EnvSpec], PyTree]
@@ -95,6 +100,7 @@ class Model:
   summarize: Callable[[PyTree], dict] | None = None
   on_policy: bool = True
   learned_updates: Callable[[PyTree], jax.Array] | None = None
+  top_level_update: bool = False
 
   def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
     """Store the transition; update under ``lax.cond`` when a batch is ready.

@@ -92,11 +92,15 @@ from batchrl.agents.dqn.config import DQNConfig
 from batchrl.agents.ppo import PPOConfig
 from batchrl.configs.run import Experiment, RunConfig
 
-# conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512 (Mnih et al. 2015)
+# conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, 'valid' padding: 84x84 -> 20x20
+# -> 9x9 -> 7x7x64 = 3136 features (Mnih et al. 2015; SB3's and CleanRL's NatureCNN)
 NATURE_CNN = [
-    {"type": "conv2d", "size": 32, "window": 8, "stride": 4, "activation": "relu"},
-    {"type": "conv2d", "size": 64, "window": 4, "stride": 2, "activation": "relu"},
-    {"type": "conv2d", "size": 64, "window": 3, "stride": 1, "activation": "relu"},
+    {"type": "conv2d", "size": 32, "window": 8, "stride": 4, "padding": "valid",
+     "activation": "relu"},
+    {"type": "conv2d", "size": 64, "window": 4, "stride": 2, "padding": "valid",
+     "activation": "relu"},
+    {"type": "conv2d", "size": 64, "window": 3, "stride": 1, "padding": "valid",
+     "activation": "relu"},
     {"type": "flatten"},
     {"type": "dense", "size": 512, "activation": "relu"},
 ]

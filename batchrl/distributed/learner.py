@@ -15,13 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl import programs
 from batchrl.agents.act_reads import act_reads
 from batchrl.agents.core import Model
 from batchrl.envs.ingraph import _structs
 from batchrl.envs.jax_env import EnvStep
 from batchrl.simulation import Rollout, SimState, episode_stats, simulate
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
 
 
 def obs_structs(space, batch: int):
@@ -105,7 +105,7 @@ def init_sim(agent: Model, spec: EnvSpec, key: jax.Array) -> SimState:
     zeros = jnp.zeros((spec.num_envs,), jnp.float32)
     return SimState(jnp.int32(0), obs, agent.init(agent_key, spec), key, zeros,
                     zeros.astype(jnp.int32))
-  return fused.jit(init, "once")(key)
+  return programs.jit(init, "once")(key)
 
 
 def make_learn(agent: Model):
@@ -121,7 +121,7 @@ def make_learn(agent: Model):
     agent_state, infos = jax.lax.scan(iteration, sim.agent_state, rollout)
     return sim._replace(agent_state=agent_state), infos
 
-  return fused.jit(learn, "loop", donate_argnums=0)  # compiled as a local run's chunk
+  return programs.jit(learn, "loop", donate_argnums=0)  # compiled as a local run's chunk
 
 
 class _ShapeEnv:

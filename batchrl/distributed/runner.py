@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
+from batchrl import programs
 from batchrl import compilation_cache, simulation
 from batchrl.configs import Experiment
 from batchrl.distributed.learner import fill_placeholders
@@ -65,17 +66,17 @@ class EnvRunner:
     self.env = build_env(run, restart=True)
     self.agent = build_model(spec)
     self.shared_index = tuple(shared_index)
-    # compiled as a local run compiles the same programs (fused.jit's kinds: less XLA
+    # compiled as a local run compiles the same programs (programs.jit's kinds: less XLA
     # optimization for what runs briefly), for the same start-up
-    start = fused.jit(functools.partial(simulation.init, self.env, self.agent), "once")
+    start = programs.jit(functools.partial(simulation.init, self.env, self.agent), "once")
     self.sim = start(jax.random.key(seed), fill_placeholders(agent_state, seed))
-    self._collect = fused.jit(functools.partial(_collect, self.env, self.agent,
+    self._collect = programs.jit(functools.partial(_collect, self.env, self.agent,
                                                 self.shared_index), "loop", static_argnums=2)
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(run, self.env))
-    self._evaluate = fused.jit(lambda sim, shared: evaluate(
+    self._evaluate = programs.jit(lambda sim, shared: evaluate(
         sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared))),
         "once")
-    self._restart = fused.jit(functools.partial(simulation.restart, self.env), "once")
+    self._restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
 
   def pid(self) -> int:
     return os.getpid()

@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from batchrl import programs
 from batchrl import compilation_cache
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
@@ -32,7 +33,6 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
 from batchrl.train.build import agent_spaces, build_model
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
@@ -80,12 +80,12 @@ class DistributedTrainer:
     self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
     self._learn = learner.make_learn(self.agent)
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
-    self._summarize = fused.jit(agent_summary, "once")
+    self._summarize = programs.jit(agent_summary, "once")
     self.iteration = 0
     self.pool: RunnerPool | None = None
     self._reported_restarts = 0
     # learn's compilation (seconds) overlaps Ray's and the runners' start-up
-    self._compiling = fused.compile_ahead(lambda: self._learn.lower(
+    self._compiling = programs.compile_ahead(lambda: self._learn.lower(
         self.sim, learner.batch_structs(self.agent, self.spec, self.sim, self.rounds_of)))
 
   def start(self) -> "DistributedTrainer":

@@ -16,103 +16,20 @@ same as one long scan::
     run_chunk = make_run_chunk(env, agent)
     sim, infos = run_chunk(sim, 10)   # 10 iterations, infos stacked [10]
 
-Compilation is most of a short run's time on a CPU, so the programs here are compiled by
-``jit(fun, kind)`` with ``compiler_options(kind)``: XLA's legacy loop emitters on the CPU
-(measured on fused CartPole PPO: the training chunk compiles in about half the time of the
-newer fusion emitters and runs as fast), and for programs that run once or briefly
-(``"once"``: ``init_sim``, evaluation, summaries) no LLVM optimization as well (init 2.3 ->
-0.4 s, evaluation 1.8 -> 0.3 s). ``BATCHRL_FAST_COMPILE=0`` keeps XLA's defaults.
+The programs are compiled with ``batchrl.programs.jit`` (XLA options per kind of program).
 """
 from __future__ import annotations
 
 import functools
-import logging
-import os
-import threading
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
+from batchrl import programs
 from batchrl.agents.core import Model, Transition
 from batchrl.simulation import Rollout, SimState, episode_stats, restart, simulate
 from batchrl.simulation import init as init_simulation
-
-
-# XLA options per kind of program (CPU only): "loop" programs run many times (training
-# chunks), "once" programs run once or for a moment (init, evaluation, summaries).
-_CPU_OPTIONS = {
-    "loop": {"xla_cpu_use_fusion_emitters": False},
-    "once": {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0},
-}
-FAST_COMPILE_ENV = "BATCHRL_FAST_COMPILE"  # "0": compile with XLA's defaults
-
-
-def compiler_options(kind: str) -> dict:
-  """The XLA options ``jax.jit(..., compiler_options=...)`` gets for a ``kind`` of program.
-
-  ``kind`` is ``"loop"`` (run many times: keep full optimization) or ``"once"`` (run once
-  or briefly: optimize nothing). Empty off the CPU, with ``BATCHRL_FAST_COMPILE=0``, or
-  when this jaxlib does not know an option (checked once by compiling a tiny program).
-  """
-  if kind not in _CPU_OPTIONS:
-    raise ValueError(f"Unknown program kind {kind!r}; valid: {', '.join(_CPU_OPTIONS)}.")
-  return _CPU_OPTIONS[kind] if _options_apply() else {}
-
-
-@functools.cache
-def _options_apply() -> bool:
-  if os.environ.get(FAST_COMPILE_ENV, "1") == "0" or jax.default_backend() != "cpu":
-    return False
-  every = {k: v for options in _CPU_OPTIONS.values() for k, v in options.items()}
-  try:
-    jax.jit(lambda: jnp.zeros(()), compiler_options=every).lower().compile()
-  except Exception:  # noqa: BLE001  (an unknown option: XLA's defaults still work)
-    return False
-  return True
-
-
-def jit(fun: Callable, kind: str, **jit_kwargs) -> Callable:
-  """``jax.jit(fun, **jit_kwargs)`` compiled with ``compiler_options(kind)``.
-
-  JAX takes compiler options only on the outermost ``jit``: called inside another
-  transformation (any argument a tracer), ``fun`` is jitted plainly and the outer program's
-  options apply. ``lower``/``trace``/``eval_shape`` are those of the top-level function.
-  """
-  options = compiler_options(kind)
-  top = jax.jit(fun, compiler_options=options or None, **jit_kwargs)
-  if not options:
-    return top
-  nested = jax.jit(fun, **jit_kwargs)
-
-  @functools.wraps(fun)
-  def call(*args, **kwargs):
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
-    return (nested if traced else top)(*args, **kwargs)
-
-  call.lower, call.trace, call.eval_shape = top.lower, top.trace, top.eval_shape
-  return call
-
-
-def compile_ahead(lower: Callable) -> threading.Thread:
-  """Compiles what ``lower()`` lowers (``lambda: program.lower(*args)``, ``program`` a
-  ``jit``) in a daemon thread, and returns the thread: ``join()`` it before the program's
-  first call with such arguments, which then finds the program in JAX's cache.
-
-  Why: XLA compiles a program on one core, and a run's training chunk (compiling, or
-  running on one core) leaves the others idle, so a program needed later (evaluation, the
-  Ray learner's update) compiles there for free. A failure loses only the head start: the
-  first call compiles as it would have.
-  """
-  def work():
-    try:
-      lower().compile()
-    except Exception as e:  # noqa: BLE001 - the first call compiles instead
-      logging.getLogger("batchrl").debug("not compiled ahead: %s", e)
-
-  thread = threading.Thread(target=work, daemon=True, name="batchrl-compile-ahead")
-  thread.start()
-  return thread
 
 
 def make_iteration(env, agent: Model, steps_per_iteration: int | None = None
@@ -204,10 +121,10 @@ def first_episode_stats(rollout: Rollout) -> dict:
 def init_sim(env, agent: Model, key: jax.Array, num_seeds: int | None = None) -> SimState:
   """Compiled ``simulation.init``; with ``num_seeds`` a stack of independent runs ``[S, ...]``."""
   if num_seeds is None:
-    return jit(functools.partial(init_simulation, env, agent), "once")(key)
+    return programs.jit(functools.partial(init_simulation, env, agent), "once")(key)
   _check_seeds(num_seeds)
   keys = jax.random.split(key, num_seeds)
-  return jit(jax.vmap(functools.partial(init_simulation, env, agent)), "once")(keys)
+  return programs.jit(jax.vmap(functools.partial(init_simulation, env, agent)), "once")(keys)
 
 
 def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
@@ -219,11 +136,44 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   seed axis (from ``init_sim(..., num_seeds)``) and infos are ``[num_seeds, num_iterations]``.
   Chunks chain exactly: ``run_chunk(run_chunk(sim, a)[0], b)`` equals ``run_chunk(sim, a + b)``.
   """
-  run = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
   if num_seeds is not None:
     _check_seeds(num_seeds)
+  if agent.top_level_update and agent.period is not None:
+    return _iterate_on_top(env, agent, num_seeds)
+  run = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
+  if num_seeds is not None:
     run = _over_seeds(run)
-  return jit(run, "loop", static_argnums=1)
+  return programs.jit(run, "loop", static_argnums=1)
+
+
+def _iterate_on_top(env, agent: Model, num_seeds: int | None):
+  """``run_chunk`` for a model with ``top_level_update``: each iteration is one compiled
+  rollout of ``agent.period`` steps, then ``agent.update`` as a top-level program, the
+  same computation as ``_store_then_update`` in the same order.
+
+  Why: measured on ``ppo_atari`` (2 cores), the host update of 1024 frames takes 2.7 s on
+  its own and 4.4 s nested in the chunk's loop, where XLA ran its programs on one core."""
+  def rollout(sim: SimState):
+    sim, steps = simulate(env, agent, sim, agent.period, mode="store")
+    return sim, episode_stats(steps)
+
+  update, seeds = agent.update, num_seeds is not None
+  if seeds:
+    rollout, update = jax.vmap(rollout), jax.vmap(update)
+  rollout, update = programs.jit(rollout, "loop"), programs.jit(update, "loop")
+
+  def run_chunk(sim: SimState, num_iterations: int):
+    infos = []
+    for _ in range(num_iterations):
+      sim, stats = rollout(sim)
+      # waited for: the update's host callback dispatches programs of its own, and a
+      # dispatch from here meanwhile (the next rollout, the stacking below) could deadlock
+      agent_state, metrics = jax.block_until_ready(update(sim.agent_state))
+      sim = sim._replace(agent_state=agent_state)
+      infos.append({**stats, **metrics})
+    return sim, jax.tree.map(lambda *xs: jnp.stack(xs, axis=int(seeds)), *infos)
+
+  return run_chunk
 
 
 def train(env, agent: Model, key: jax.Array, num_iterations: int,
@@ -241,9 +191,9 @@ def train(env, agent: Model, key: jax.Array, num_iterations: int,
     return scan(init_simulation(env, agent, run_key), num_iterations)
 
   if num_seeds is None:
-    return jit(run, "loop")(key)
+    return programs.jit(run, "loop")(key)
   _check_seeds(num_seeds)
-  return jit(jax.vmap(run), "loop")(jax.random.split(key, num_seeds))
+  return programs.jit(jax.vmap(run), "loop")(jax.random.split(key, num_seeds))
 
 
 def _scan_iterations(iteration):

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from batchrl import programs
 from batchrl import simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
@@ -55,11 +56,11 @@ class LocalTrainer:
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
     # evaluation, restarts and summaries run for a moment: compiled without optimization
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
-    self.evaluate = fused.jit(jax.vmap(evaluate) if seeds else evaluate, "once")
-    self.restart = fused.jit(functools.partial(simulation.restart, self.env), "once")
+    self.evaluate = programs.jit(jax.vmap(evaluate) if seeds else evaluate, "once")
+    self.restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
-    self._summarize = fused.jit(lambda state: agent_summary(first(state)), "once")
+    self._summarize = programs.jit(lambda state: agent_summary(first(state)), "once")
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
     # seeds are independent lanes: on a CPU, one part of them per core, side by side
@@ -67,7 +68,7 @@ class LocalTrainer:
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
     first_part = self._parts.split(self.sim)[0]
-    self._eval_compiling = fused.compile_ahead(lambda: self.evaluate.lower(first_part))
+    self._eval_compiling = programs.compile_ahead(lambda: self.evaluate.lower(first_part))
 
   @property
   def step(self) -> int:

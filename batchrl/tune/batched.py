@@ -28,6 +28,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from batchrl import programs
 from batchrl import checkpoint
 from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
@@ -107,9 +108,9 @@ class GroupPrograms:
     def evaluate(values, sim):
       return fused.make_evaluate(env, agent_of(values), num_steps)(sim)
 
-    self.init = fused.jit(jax.vmap(init, in_axes=(0, None)), "once")
-    self.chunk = fused.jit(jax.vmap(chunk, in_axes=(0, 0, None)), "loop", static_argnums=2)
-    self.evaluate = fused.jit(jax.vmap(evaluate), "once")
+    self.init = programs.jit(jax.vmap(init, in_axes=(0, None)), "once")
+    self.chunk = programs.jit(jax.vmap(chunk, in_axes=(0, 0, None)), "loop", static_argnums=2)
+    self.evaluate = programs.jit(jax.vmap(evaluate), "once")
     self.period = make(exp.config).period
 
 
@@ -211,7 +212,7 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
   with PartRunner(parts) as runner:
     key = jax.random.key(exp.run.seed)
     sims = runner.each(programs.init, part_values, [key] * parts.count)
-    eval_compiling = fused.compile_ahead(
+    eval_compiling = programs.compile_ahead(
         lambda: programs.evaluate.lower(part_values[0], sims[0]))
     iteration = 0
     while iteration < plan["total"] and not all(l.stopped for l in lanes):

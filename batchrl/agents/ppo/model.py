@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
+from batchrl import programs
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses, shuffle
@@ -97,7 +98,8 @@ def make_ppo(config: PPOConfig | None = None) -> Model:
       track=lambda state, transition: track(config, state, transition),
       period=config.rollout_length,
       name="ppo",
-      summarize=lambda state: summarize(config, state))
+      summarize=lambda state: summarize(config, state),
+      top_level_update=host_update_loop(config))
 
 
 def summarize(config: PPOConfig, state: PPOState) -> dict:
@@ -344,41 +346,41 @@ def _finish_update(config: PPOConfig, nets: PPONetworks, state: PPOState, data: 
 
 
 # The host loop's pieces: each a top-level compiled program (config and SpaceInfo static).
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(programs.jit, kind="loop", static_argnums=0)
 def _host_prepare(config: PPOConfig, state: PPOState, values):
   return _update_data(config, _networks(config, state.info), state, values)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_values(config: PPOConfig, info: SpaceInfo, params, obs_stats, obs):
   """``V(obs)`` ``[t, B]`` under the parameters before the update (the rollout is not an
   argument: only the frames of this call)."""
   return _networks(config, info).value(params, normalize_with(config, obs_stats, obs))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateData, key):
   return epoch_batches(config, info, sequences, key)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_minibatch_step(config: PPOConfig, info: SpaceInfo, carry, penalty, batch):
   return minibatch_step(config, _networks(config, info), info, penalty, carry, batch)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_gradients(config: PPOConfig, info: SpaceInfo, params, penalty, share):
   return minibatch_gradients(config, _networks(config, info), penalty, params, share)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_apply_mean(config: PPOConfig, info: SpaceInfo, carry, grads: list, metrics: list):
   mean = lambda *shares: jnp.mean(jnp.stack(shares), axis=0)  # noqa: E731
   return apply_gradients(config, info, carry, jax.tree.map(mean, *grads),
                          jax.tree.map(mean, *metrics))
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(programs.jit, kind="loop", static_argnums=0)
 def _host_finish(config: PPOConfig, state: PPOState, data, sequences, key, params, opt_state,
                  metrics):
   metrics = jax.tree.map(lambda m: jnp.mean(jnp.stack(m)), metrics,

@@ -1,0 +1,69 @@
+"""``batchrl.programs``: XLA options per kind of program, compiling ahead."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl import programs
+
+CPU = jax.default_backend() == "cpu"
+
+
+def test_compile_ahead_leaves_the_program_compiled_for_its_first_call(caplog):
+  program = jax.jit(lambda x: jnp.tanh(x) * 3.0)
+  x = jnp.ones((5,))
+  with jax.log_compiles():
+    programs.compile_ahead(lambda: program.lower(x)).join()
+    caplog.clear()
+    np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
+  assert not [r for r in caplog.records if "Compiling" in r.getMessage()]  # no second time
+  # a failure costs only the head start
+  programs.compile_ahead(lambda: program.lower("not an array")).join()
+  np.testing.assert_allclose(program(x), np.tanh(1.0) * 3.0, rtol=1e-6)
+
+
+def _conv(x, w):
+  return jax.lax.conv_general_dilated(x, w, (2, 2), "VALID",
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+@pytest.mark.skipif(not CPU, reason="the options are CPU ones")
+def test_convolutions_leave_ynnpack_and_give_the_same_values():
+  """On the CPU a program's convolutions run on XLA's own kernels (``_YNN``), not as YNNPACK
+  fusions; the values are those of a plain ``jax.jit`` up to float rounding."""
+  x = jax.random.normal(jax.random.key(0), (4, 12, 12, 3))
+  w = jax.random.normal(jax.random.key(1), (4, 4, 3, 8))
+  ours = programs.jit(_conv, "loop")
+  assert "xla_cpu_experimental_ynn_fusion_type" in programs.compiler_options("loop")
+  assert "__ynn_fusion" not in ours.lower(x, w).compile().as_text()
+  np.testing.assert_allclose(ours(x, w), jax.jit(_conv)(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_an_option_this_jaxlib_does_not_know_is_left_out_alone(monkeypatch):
+  options = {"loop": {"xla_cpu_use_fusion_emitters": False,
+                      "xla_no_such_option_anywhere": True}, "once": {}}
+  monkeypatch.setattr(programs, "_CPU_OPTIONS", options)
+  programs._known_options.cache_clear()
+  try:
+    expected = {"xla_cpu_use_fusion_emitters": False} if CPU else {}
+    assert programs.compiler_options("loop") == expected
+  finally:
+    programs._known_options.cache_clear()
+
+
+def test_an_unknown_kind_is_refused_with_the_valid_ones():
+  with pytest.raises(ValueError, match="valid: loop, once"):
+    programs.compiler_options("often")
+
+
+def test_defining_programs_at_import_leaves_the_backend_unstarted():
+  """``run.xla_threads`` needs the backend unstarted until the trainer starts it."""
+  import subprocess
+  import sys
+  code = ("from batchrl import programs, cli; import batchrl.agents.ppo.model; "
+          "programs.jit(lambda x: x, 'loop'); "
+          "from batchrl.train.cpu_threads import backend_started; print(backend_started())")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == "False"
