@@ -28,8 +28,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from batchrl import programs
-from batchrl import checkpoint
+from batchrl import checkpoint, programs
 from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
 from batchrl.errors import UserInputError
@@ -158,7 +157,7 @@ def _train_group(optuna, study, lanes: list[Lane], fields: tuple[str, ...],
   exp = lanes[0].exp
   env = build_env(exp.run)
   try:
-    programs = GroupPrograms(exp, env)
+    group = GroupPrograms(exp, env)
     values = {f: jnp.asarray([getattr(l.exp.config, f) for l in lanes], jnp.float32)
               for f in fields}
     for lane in lanes:
@@ -166,7 +165,7 @@ def _train_group(optuna, study, lanes: list[Lane], fields: tuple[str, ...],
     log.info("Training trials %s in one program (%s batched)",
              ", ".join(str(l.trial.number) for l in lanes), ", ".join(fields) or "nothing")
     try:
-      _drive(programs, values, lanes, exp, opts, stop)
+      _drive(group, values, lanes, exp, opts, stop)
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError) as e:
       raise UserInputError(f"--batch-trials: agent {exp.agent!r} uses one of "
                            f"{', '.join(fields)} as a Python value, so it cannot be batched "
@@ -202,22 +201,22 @@ def _start(lane: Lane, tune_dir: Path, opts: TuneOptions) -> None:
   lane.logger = RunLogger(lane.run_dir, opts.tensorboard)
 
 
-def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experiment,
+def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experiment,
            opts: TuneOptions, stop) -> None:
   """The train / evaluate / checkpoint cadence of ``batchrl.train.loop`` for every lane."""
-  steps_per_iteration = exp.run.num_envs * programs.period
+  steps_per_iteration = exp.run.num_envs * group.period
   plan = schedule(exp.run, steps_per_iteration)
   parts = Parts.for_backend(len(lanes))
   part_values = parts.split(values)
   with PartRunner(parts) as runner:
     key = jax.random.key(exp.run.seed)
-    sims = runner.each(programs.init, part_values, [key] * parts.count)
+    sims = runner.each(group.init, part_values, [key] * parts.count)
     eval_compiling = programs.compile_ahead(
-        lambda: programs.evaluate.lower(part_values[0], sims[0]))
+        lambda: group.evaluate.lower(part_values[0], sims[0]))
     iteration = 0
     while iteration < plan["total"] and not all(l.stopped for l in lanes):
       before, start = iteration, time.perf_counter()
-      outs = runner.each(lambda v, s: programs.chunk(v, s, plan["report"]), part_values, sims)
+      outs = runner.each(lambda v, s: group.chunk(v, s, plan["report"]), part_values, sims)
       sims = [sim for sim, _ in outs]
       infos = parts.join_host(jax.device_get([info for _, info in outs]))
       iteration += plan["report"]
@@ -229,7 +228,7 @@ def _drive(programs: GroupPrograms, values: dict, lanes: list[Lane], exp: Experi
           _log(lane.logger, step, "train", metrics)
       if due(before, iteration, plan["eval"], final):
         eval_compiling.join()
-        stats = parts.join_host(jax.device_get(runner.each(programs.evaluate, part_values,
+        stats = parts.join_host(jax.device_get(runner.each(group.evaluate, part_values,
                                                            sims)))
         for i, lane in enumerate(lanes):
           if not lane.stopped:
