@@ -195,16 +195,15 @@ def _worker(index: int, payload: bytes, tickets, stop_event, messages, parent: i
     def stopped() -> bool:  # asked, or the driver is gone
       return stop_event.is_set() or os.getppid() != parent
 
-    def objective(trial) -> float:
+    while not stopped():
+      trial = _claim(study, tickets)
+      if trial is None:
+        break
       messages.put(("start", index, trial.number))
-      return run_trial(optuna, trial, job.base, job.overrides, job.params, job.options,
-                       job.tune_dir, stopped)
-
-    def done(study, trial) -> None:
+      _run_and_tell(optuna, study, trial, lambda: run_trial(  # noqa: B023
+          optuna, trial, job.base, job.overrides, job.params, job.options, job.tune_dir,
+          stopped))
       messages.put(("done", index, trial.number))
-
-    while not stopped() and _take(tickets):
-      study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=[done])
   except KeyboardInterrupt:  # stopped() turned true: the trial checkpointed
     return
   except BaseException:
@@ -212,12 +211,34 @@ def _worker(index: int, payload: bytes, tickets, stop_event, messages, parent: i
     raise SystemExit(1) from None
 
 
-def _take(tickets) -> bool:
+def _claim(study, tickets):
+  """A ticket and the trial it runs (a resumed one the search enqueued, else a new one), or
+  None when no ticket is left. Both under the tickets' lock: SQLite has no row locks, so two
+  workers asking at once could both pop the same enqueued trial (seen once, on resume:
+  "Cannot tell a COMPLETE trial")."""
   with tickets.get_lock():
     if tickets.value <= 0:
-      return False
+      return None
     tickets.value -= 1
-    return True
+    return study.ask()
+
+
+def _run_and_tell(optuna, study, trial, run: Callable[[], float]) -> None:
+  """Runs one trial and tells the study how it ended, as ``study.optimize`` does: its value,
+  PRUNED, or FAIL (``TrialFailed`` is caught; any other error, ``KeyboardInterrupt`` too,
+  is told as FAIL and raised)."""
+  states = optuna.trial.TrialState
+  try:
+    value = run()
+  except optuna.TrialPruned:
+    study.tell(trial, state=states.PRUNED)
+  except TrialFailed:
+    study.tell(trial, state=states.FAIL)
+  except BaseException:
+    study.tell(trial, state=states.FAIL)
+    raise
+  else:
+    study.tell(trial, value)
 
 
 def _configure(index: int, job: Job) -> None:
