@@ -51,6 +51,18 @@ def _config(**values) -> PPOConfig:
   return PPOConfig(**values)
 
 
+def assert_same_update(want, got):
+  """Two ``(state, metrics)`` results of ``update``: the same parameters and metrics up to
+  float rounding."""
+  (want_state, want_metrics), (got_state, got_metrics) = want, got
+  for a, b in zip(jax.tree.leaves(want_state.params), jax.tree.leaves(got_state.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  assert set(want_metrics) == set(got_metrics)
+  for name in want_metrics:
+    np.testing.assert_allclose(want_metrics[name], got_metrics[name], rtol=1e-3, atol=1e-5,
+                               err_msg=name)
+
+
 @pytest.mark.parametrize("objective", ["clip", "kl_penalty"])
 def test_host_update_loop_gives_the_scan_loops_parameters_and_metrics(objective):
   states = {}
@@ -59,13 +71,8 @@ def test_host_update_loop_gives_the_scan_loops_parameters_and_metrics(objective)
     # twice, the second time under jit as a training chunk runs it
     state, _ = agent.update(state)
     states[loop] = jax.jit(agent.update)(state)
-  (scan_state, scan_metrics), (host_state, host_metrics) = states["scan"], states["host"]
-  for a, b in zip(jax.tree.leaves(scan_state.params), jax.tree.leaves(host_state.params)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-  assert set(scan_metrics) == set(host_metrics)
-  for name in scan_metrics:
-    np.testing.assert_allclose(scan_metrics[name], host_metrics[name], rtol=1e-3, atol=1e-5,
-                               err_msg=name)
+  assert_same_update(states["scan"], states["host"])
+  scan_state, host_state = states["scan"][0], states["host"][0]
   assert int(host_state.num_updates) == 2 and int(host_state.step) == 0
   np.testing.assert_array_equal(jax.random.key_data(scan_state.key),
                                 jax.random.key_data(host_state.key))
@@ -104,12 +111,7 @@ def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_re
   for loop in ("scan", "host"):
     agent, state = _filled_state(_config(update_loop=loop))
     results[loop] = agent.update(state)
-  (scan_state, scan_metrics), (host_state, host_metrics) = results["scan"], results["host"]
-  for a, b in zip(jax.tree.leaves(scan_state.params), jax.tree.leaves(host_state.params)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-  for name in scan_metrics:
-    np.testing.assert_allclose(scan_metrics[name], host_metrics[name], rtol=1e-3, atol=1e-5,
-                               err_msg=name)
+  assert_same_update(results["scan"], results["host"])
 
 
 def test_the_kl_penalty_objective_keeps_whole_minibatches(monkeypatch):
