@@ -28,47 +28,59 @@ device at hand.
 
 CPU throughput. XLA:CPU runs convolution gradients about 10x slower inside any
 ``lax.scan``/``while`` body than in a top-level program (jax issue #12868, open; measured
-here with jax 0.10: one Adam step of the Nature CNN on 128 frames, 0.21 CPU-s top-level,
-3.5 CPU-s inside a scan; unrolling inside the training chunk's loop of iterations does not
-help). Before the fix ``ppo_atari`` trained 3.4-3.7 agent steps/s on this machine against
-SB3's 84. ``ppo_atari`` therefore sets ``update_loop="auto"``: on the CPU backend PPO's update
-leaves the compiled chunk through one ``jax.pure_callback`` and runs prepare, each of the 16
-minibatch steps and the final KL as top-level compiled calls (``batchrl.agents.ppo.model.
-host_update``; the same steps in the same order, so the same parameters up to float
-rounding, tested); on a GPU the update stays in the scan. Measured, same run, ``nice -n 10``
-on the shared 2-core machine (``benchmarks/atari.py --steps 4096``; the two jobs ran one
-after the other under different load, so compare CPU seconds, not wall time): ours 344.5
-CPU-s (953 s wall at load 10-12), SB3 84.9 CPU-s (82.9 s wall at load 3): **4.1x SB3's CPU
-time**, about 12 agent steps per CPU-second (before: about 3). The target (0.33x) is not
-met. (That run's "about 65 CPU-s per update in the rollout" was wrong: ours ended with the
-evaluation every run ends with, ``eval_steps=10_000`` steps of 8 envs, 20x the training
-budget; ``benchmarks/atari.py`` now sets ``eval_steps=1``. Measured below, the rollout of an
-update, env + act + everything else, is about 4 s.)
+here with jax 0.10 at 128 frames: 0.21 CPU-s top-level, 3.5 CPU-s inside a scan).
+``ppo_atari`` therefore sets ``update_loop="auto"``: on the CPU, PPO's update leaves the
+compiled program through one ``jax.pure_callback`` and runs its pieces (values, each
+minibatch step, the final KL) as top-level compiled calls (``batchrl.agents.ppo.model.
+host_update``; the same steps in the same order, the same parameters up to float rounding,
+tested), and the driver runs that update as its own program between compiled rollouts
+(``Model.top_level_update``); on a GPU the update stays in the scan.
 
-``benchmarks/atari.py --steps 4096`` on 2026-11-26 (``nice -n 10``, load 3-4, jobs one after
-the other): ours with the shared torso 72.9 s whole process (71.7 CPU-s), with separate
-networks (``--set share_torso=False``) 96.6 s (95.4 CPU-s); SB3 62.5 s (67.1 CPU-s) and, in
-a second job, 94.1 s (95.7 CPU-s). So ours is now about 0.8-1.2x SB3's whole-process time
-(separate networks: 1.0-1.5x); the target (0.33x) is still not met. With the old 10k-step
-final evaluation in it: 283.6 s shared, 298.8 s separate.
+What made the update fast on the 2-core CPU (2026-11-26, one update of 1024 frames, idle
+machine): 8.3 s -> 2.8 s.
 
-Where the time goes, per env step (``benchmarks/limits.py --envs BreakoutNoFrameskip-v4
---repeats 2 --iterations 1 --no-before``, 1024-step updates, ``nice -n 10``, load 1-4; the
-two runs one after the other), separate value CNN -> shared torso (``share_torso``, 2026-11-26):
-training run 48 -> 73 env steps/s; update 12.9 -> 9.7 ms (62 -> 70 %); act 0.37 -> 0.52 ms
-(the same policy CNN, load noise); env 0.70 -> 0.78 ms; everything else 6.9 -> 2.8 ms (a
-residual: the update inside the run costs more than alone under load). The update alone, A/B
-in one process (alternating, min of 3): 12.4 s wall / 17.6 CPU-s -> 8.2 s / 10.5 CPU-s per
-update. Of the shared update, the 16 minibatch steps (256 frames forward and backward, about
-0.46 s each) are about 80 %, ``prepare`` (the value of 2 x 1024 frames, obs and next_obs)
-about 1.2 s, the final KL about 0.6 s. act + store of one agent step (8 envs) in a compiled
-scan: 2.8 ms (the store into the rollout buffer is in place, no measurable cost). 'valid'
-padding (Nature's exact 3136-wide flatten, 2.4x fewer parameters) was not faster on XLA:CPU
-(a minibatch step 0.50 s against 0.46 s, prepare 1.7 s against 1.2 s), so the spec keeps
-'same'. Next: V(next_obs) only where an episode was cut (it equals V(obs[t+1]) elsewhere;
--1024 frames per update), the first conv as space-to-depth + a 2x2 conv (XLA:CPU's strided
-conv gradients are slow), the act/preprocess path out of the loop on the CPU (or
-EnvPool/``AtariVectorEnv`` with preprocessing in C++), uint8 frames in the rollout buffer.
+* Each minibatch's gradient is taken in equal shares of at most 64 frames, spread over the
+  cores, and averaged (``GRADIENT_SHARE_FRAMES``): a smaller call's activations stay in the
+  caches. Gradient of 256 frames ('same' padding): 350 ms in one call, 170 ms in 4 shares.
+* The values before the update in calls of 256 frames over the cores: 0.50 -> 0.24 s per
+  1024 frames.
+* Adam per leaf above 1M parameters (``FLAT_STEP_MAX_PARAMS``): 63 -> 9 ms a step.
+* Convolutions on XLA's own multi-threaded kernels instead of YNNPACK (``batchrl.programs``):
+  YNNPACK ran each on one core, and 'valid' ones at half speed.
+* The true Nature CNN ('valid' padding, 3136 features, 1.69M parameters; before, 'same':
+  7744 features, 4.05M): with the two items above, an update 4.2 -> 2.9 s. Checkpoints of
+  ``ppo_atari``/``dqn_atari`` runs from before do not load; resume one with its old network,
+  ``--set network='<the spec without "padding": "valid">'``.
+* Nested inside the training chunk's loop the update's programs got one core (4.4 s against
+  2.7 s alone); now it runs at the top level.
+
+The rollout: ``grayscale`` as a sum of channel slices (XLA:CPU's reduction over a minor axis
+of 3 took 712 ms per 1024 frames of 210x160x3, now 83; the whole preprocessing stack 800 ->
+125 ms). An iteration (rollout of 128 agent steps x 8 envs, then the update) went from 5.9 to
+4.3 s; the rollout is about 1.4 s of it (env 0.6 s in 2 worker processes, the CNN's act on 8
+frames about 2 ms a step).
+
+``benchmarks/atari.py`` (Breakout, whole process from start to the end of training, SB3's
+PPO with the rl-zoo Atari settings run after ours in the same invocation, idle machine):
+
+=========================  ===========  ===========  ======================
+steps (8 envs)             ours         SB3 2.9.2    ours / SB3
+=========================  ===========  ===========  ======================
+4096, before this work     42.7 s       20.8 s       2.05 (was read as 0.8-1.2
+                                                     under load 3-4)
+4096                       31.6 s       16.8 s       1.88
+20480 (the issue's budget) 95.7 s       65.9 s       1.45
+=========================  ===========  ===========  ======================
+
+The target (0.33x SB3) is out of reach on this CPU: PyTorch's oneDNN convolutions take one
+Adam step of the Nature CNN on 256 frames in 119 ms (torch 2.13 in ``benchmarks/.peers-venv``,
+2 threads); ours, at its best (4 shares of 64 over 2 threads, Adam per leaf), about 130 ms
+(2.1 of the update's 2.8 s are its 16 steps). SB3 spends about 3.3 s per 1024 steps, update
+and rollout together; 0.33x of that, 1.1 s, is less than the 16 gradient steps alone cost
+either library on these 2 cores. What
+remains ours to cut: start-up (about 14 s: imports, 2 env worker processes, the first
+iteration's compilation, the final checkpoint, which holds the 230 MB float32 rollout
+buffer) and the rollout (1.4 s against SB3's about 1.4 s).
 
 The 10M-step plan (GPU; CleanRL at 10M agent steps = 40M frames: Breakout 415 +- 28,
 Pong 20.4 +- 0.2)::
