@@ -68,3 +68,17 @@ def test_unpadded_parts_are_equal_shares_no_more_than_the_cores(monkeypatch, bat
   monkeypatch.setattr(lanes, "usable_cpus", lambda: cores)
   parts = Parts.unpadded(batch)
   assert parts.count == count and parts.size * parts.count == batch
+
+
+def test_seeds_of_a_top_level_update_stay_in_one_part(tmp_path):
+  """A top-level update (PPO's host loop) spreads itself over the cores; two parts' updates
+  at once hung, so ``--seeds`` keeps them in one part, and the run goes on."""
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY + ["update_loop=host"])
+  trainer = LocalTrainer(exp, tmp_path / "run", seeds=2)
+  try:
+    assert trainer.agent.top_level_update == (jax.default_backend() == "cpu")
+    assert trainer._parts.count == 1 or not trainer.agent.top_level_update
+    metrics = [trainer.train_phase(2) for _ in range(2)]
+    assert all("seed1/mean_score" in m for m in metrics)
+  finally:
+    trainer.close()

@@ -63,8 +63,11 @@ class LocalTrainer:
     self._summarize = programs.jit(lambda state: agent_summary(first(state)), "once")
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
-    # seeds are independent lanes: on a CPU, one part of them per core, side by side
-    self._parts = Parts.for_backend(seeds) if seeds else Parts(1, 1)
+    # seeds are independent lanes: on a CPU, one part of them per core, side by side. Not
+    # for a top-level update: it spreads itself over the cores, and two parts' updates at
+    # once hung (each one's host callback dispatches programs of its own)
+    split = seeds and not self.agent.top_level_update
+    self._parts = Parts.for_backend(seeds) if split else Parts(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
     first_part = self._parts.split(self.sim)[0]
