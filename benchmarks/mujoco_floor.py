@@ -60,20 +60,24 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--configs", default="ppo_mujoco,trpo_cheetah,sac_mujoco,td3_mujoco")
   parser.add_argument("--steps", type=int, default=20_000)
+  parser.add_argument("--backends", default="gymnasium",
+                      help="run.backend values to train each config on, e.g. "
+                      "gymnasium,envpool (envpool: pip install \"batchrl[envpool]\")")
   parser.add_argument("sets", nargs="*", help="extra --set overrides for every config")
   args = parser.parse_args()
-  print(f"{'config':<14}{'steps':>9}{'raw env s':>11}{'train s':>10}{'x raw':>8}"
-        f"{'steady steps/s':>16}{'raw steps/s':>13}", flush=True)
+  print(f"{'config':<14}{'backend':>10}{'steps':>9}{'raw env s':>11}{'train s':>10}"
+        f"{'x raw':>8}{'steady steps/s':>16}{'raw steps/s':>13}", flush=True)
   for name in [c for c in args.configs.split(",") if c]:
     exp = configs.get(name)
     raw = raw_env_seconds(exp.run.env, args.steps)
-    run = cold_process(name, [f"steps={args.steps}", *args.sets])
-    rates = [r["steps_per_second"] for r in run["records"]
-             if r.get("phase") == "train" and "steps_per_second" in r][1:]
-    steady = statistics.median(rates) if rates else float("nan")
-    print(f"{name:<14}{args.steps:>9,}{raw:>11.1f}{run['wall_s']:>10.1f}"
-          f"{run['wall_s'] / raw:>8.2f}{steady:>16,.0f}{args.steps / raw:>13,.0f}",
-          flush=True)
+    for backend in args.backends.split(","):
+      run = cold_process(name, [f"steps={args.steps}", f"backend={backend}", *args.sets])
+      rates = [r["steps_per_second"] for r in run["records"]
+               if r.get("phase") == "train" and "steps_per_second" in r][1:]
+      steady = statistics.median(rates) if rates else float("nan")
+      print(f"{name:<14}{backend:>10}{args.steps:>9,}{raw:>11.1f}{run['wall_s']:>10.1f}"
+            f"{run['wall_s'] / raw:>8.2f}{steady:>16,.0f}{args.steps / raw:>13,.0f}",
+            flush=True)
 
 
 if __name__ == "__main__":

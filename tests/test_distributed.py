@@ -299,6 +299,22 @@ def test_on_policy_actor_critic_agent_waits_for_every_runner(ray_session, tmp_pa
 
 
 @pytest.mark.slow
+def test_runners_step_envpool_envs_inside_their_programs(ray_session, tmp_path):
+  """run.backend='envpool' on Ray: each runner builds its own pool and steps it in its
+  compiled collection; the learner updates from their rollouts."""
+  pytest.importorskip("envpool")
+  trainer = make_trainer(tmp_path, tiny(backend="envpool"))
+  try:
+    before = jax.tree.leaves(trainer.sim.agent_state.params)
+    assert trainer.train_phase(2)["steps_per_second"] > 0
+    after = jax.tree.leaves(trainer.sim.agent_state.params)
+    assert any(not np.array_equal(a, b) for a, b in zip(before, after))
+    assert -2000 < trainer.eval_phase()["mean_score"] < 0
+  finally:
+    trainer.close()
+
+
+@pytest.mark.slow
 def test_too_many_failures_stop_the_run_with_a_clear_error(ray_session, tmp_path):
   # every runner process dies after 3000 env steps (750 steps of its 4 envs)
   exp = tiny("tests.mock_envs:CrashingPendulum-v0", num_envs=8)

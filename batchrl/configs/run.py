@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from batchrl.agents.families import family
 from batchrl.configclass import ConfigError, configclass, from_dict, override, param, to_dict
 
-BACKENDS = ("gymnax", "gymnasium")
+BACKENDS = ("gymnax", "gymnasium", "envpool")
 
 
 @configclass
@@ -28,18 +28,23 @@ class RunConfig:
                    "'gymnax' backend).")
   backend: str = param("gymnasium", "'gymnax': JAX-native envs, the whole training loop is "
                        "one compiled program; 'gymnasium': host envs in worker processes "
-                       "(BatchEnv) stepped from the compiled loop through io_callback.")
+                       "(BatchEnv) stepped from the compiled loop through io_callback; "
+                       "'envpool': EnvPool's C++ envs (pip install \"batchrl[envpool]\"; "
+                       "its MuJoCo and classic-control ids, e.g. HalfCheetah-v5), stepped "
+                       "inside the compiled loop (batchrl.envs.pool).")
   num_envs: int = param(30, "Environments stepped as one batch (the original's num_agents).")
   num_workers: int = param(2, "gymnasium backend: worker processes hosting the envs "
                            "(0 = step them in the main process).")
   max_length: int | None = param(None, "Episode step limit (LimitDuration, reported as "
                                  "truncation); None keeps the env's own limit.")
-  normalize_ranges: bool = param(True, "gymnasium backend: map bounded observations and "
+  normalize_ranges: bool = param(True, "gymnasium and envpool backends: map bounded "
+                                 "observations and "
                                  "actions to [-1, 1] (RangeNormalize + ClipAction).")
   atari: bool = param(False, "gymnasium backend: wrap the env (an ALE id) in the standard "
                       "Atari wrappers (batchrl.envs.atari): no-op starts, frame skip 4 with "
                       "max-pooling, episodic life and clipped rewards for the agent; reported "
-                      "scores stay the raw score of whole games.")
+                      "scores stay the raw score of whole games. envpool backend: EnvPool's "
+                      "own C++ versions of the same wrappers (batchrl.envs.pool).")
   preprocessing: str | None = param(
       None, "Observation preprocessing inside the compiled loop (batchrl.envs.preprocessed), "
       "as JSON text: a list of batchrl.preprocessing dicts, e.g. [{\"type\": \"grayscale\"}, "
@@ -79,8 +84,9 @@ class RunConfig:
   def __post_init__(self):
     if self.backend not in BACKENDS:
       raise ConfigError(f"run.backend must be one of {BACKENDS}, got {self.backend!r}.")
-    if self.atari and self.backend != "gymnasium":
-      raise ConfigError("run.atari wraps host ALE envs and needs run.backend='gymnasium'.")
+    if self.atari and self.backend == "gymnax":
+      raise ConfigError("run.atari wraps host ALE envs and needs run.backend='gymnasium' "
+                        "(or 'envpool').")
     for name in ("num_envs", "steps", "report_every", "keep_checkpoints"):
       if getattr(self, name) < 1:
         raise ConfigError(f"run.{name} must be >= 1, got {getattr(self, name)}.")

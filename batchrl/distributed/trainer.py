@@ -43,8 +43,8 @@ log = logging.getLogger("batchrl")
 
 def check(exp: Experiment, options: RayOptions, seeds: int | None) -> None:
   """What a distributed run needs, checked before anything starts."""
-  if exp.run.backend != "gymnasium":
-    raise ConfigError(f"--ray runs host environments (run.backend='gymnasium'); "
+  if exp.run.backend == "gymnax":
+    raise ConfigError(f"--ray runs host environments (run.backend='gymnasium' or 'envpool'); "
                       f"{exp.name!r} uses backend {exp.run.backend!r}, whose whole training "
                       "loop is one compiled program on one device: train it without --ray.")
   if seeds is not None:

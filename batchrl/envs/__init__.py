@@ -1,7 +1,7 @@
 """Environments: the TensorForce interface, the Gymnasium adapter, wrappers and a checker.
 
 Importing this package stays light (gymnasium and numpy, no jax): ``ExternalProcess``,
-``BatchEnv`` and ``InGraphBatchEnv`` are imported from their modules on first access.
+``BatchEnv``, ``InGraphBatchEnv`` and ``PoolEnv`` are imported from their modules on first access.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ _LAZY = {
   "ExternalProcess": "batchrl.envs.process",
   "BatchEnv": "batchrl.envs.batch",
   "InGraphBatchEnv": "batchrl.envs.ingraph",
+  "PoolEnv": "batchrl.envs.pool",
 }
 
 __all__ = [

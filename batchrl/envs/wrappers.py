@@ -222,7 +222,7 @@ def _bounded(space: spaces.Box) -> np.ndarray:
   return (np.abs(low) < limit) & (np.abs(high) < limit) & (high > low)
 
 
-def _normalize_mask(space: gym.Space, setting: bool | None, which: str) -> np.ndarray | None:
+def normalize_mask(space: gym.Space, setting: bool | None, which: str) -> np.ndarray | None:
   """Elements RangeNormalize rescales (None: none). ``setting``: None only where bounded,
   True everywhere (raise if unbounded), False nowhere."""
   if setting is False:
@@ -249,17 +249,17 @@ class RangeNormalize(Wrapper):
 
   def __init__(self, env: gym.Env, observ: bool | None = None, action: bool | None = None):
     super().__init__(env)
-    self._observ_mask = _normalize_mask(env.observation_space, observ, "observ")
-    self._action_mask = _normalize_mask(env.action_space, action, "action")
+    self._observ_mask = normalize_mask(env.observation_space, observ, "observ")
+    self._action_mask = normalize_mask(env.action_space, action, "action")
     if self._observ_mask is not None:
-      self.observation_space = _unit_box(env.observation_space, self._observ_mask)
+      self.observation_space = unit_box(env.observation_space, self._observ_mask)
     if self._action_mask is not None:
-      self.action_space = _unit_box(env.action_space, self._action_mask)
+      self.action_space = unit_box(env.action_space, self._action_mask)
     # the affine maps, computed once (a step pays the arithmetic only); an action range
     # that is [-1, 1] already (MuJoCo's) maps to itself and is only cast (the float64 map
     # changed only actions under 2e-9 in magnitude, by rounding them to multiples of 2^-52)
-    self._observ_map = _affine(env.observation_space, self._observ_mask)
-    self._action_map = _affine(env.action_space, self._action_mask)
+    self._observ_map = affine_map(env.observation_space, self._observ_mask)
+    self._action_map = affine_map(env.action_space, self._action_mask)
     self._action_identity = self._action_mask is not None and bool(np.all(
         ~self._action_mask | ((env.action_space.low == -1) & (env.action_space.high == 1))))
 
@@ -287,7 +287,7 @@ class RangeNormalize(Wrapper):
         self.env.observation_space.dtype)
 
 
-def _affine(space: gym.Space, mask: np.ndarray | None):
+def affine_map(space: gym.Space, mask: np.ndarray | None):
   """``(low, high - low)`` in float64 of a rescaled Box (None when nothing is rescaled)."""
   if mask is None:
     return None
@@ -296,7 +296,7 @@ def _affine(space: gym.Space, mask: np.ndarray | None):
     return low, high - low
 
 
-def _unit_box(space: spaces.Box, mask: np.ndarray) -> spaces.Box:
+def unit_box(space: spaces.Box, mask: np.ndarray) -> spaces.Box:
   return spaces.Box(np.where(mask, -1.0, space.low).astype(space.dtype),
                     np.where(mask, 1.0, space.high).astype(space.dtype), dtype=space.dtype)
 

@@ -18,6 +18,7 @@ from batchrl.envs.batch import BatchEnv
 from batchrl.envs.core import make_gym
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import make_vec
+from batchrl.envs.pool import PoolEnv, make_pool
 from batchrl.envs.preprocessed import (PreprocessedEnv, build_env_stack, parse_spec,
                                        processed_space)
 from batchrl.specs import EnvSpec
@@ -40,6 +41,8 @@ def build_env(run: RunConfig, restart=None):
   if run.backend == "gymnax":
     overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
     return preprocess(make_vec(run.env, run.num_envs, **overrides), run)
+  if run.backend == "envpool":
+    return preprocess(pool_env(run), run)
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
                                   atari=run.atari)
   workers = min(run.num_workers, run.num_envs)
@@ -47,6 +50,12 @@ def build_env(run: RunConfig, restart=None):
   host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
                   timeout=run.timeout, restart=restart, infos=False)
   return preprocess(InGraphBatchEnv(host), run)
+
+
+def pool_env(run: RunConfig) -> PoolEnv:
+  """The run's EnvPool envs as an in-graph env (``run.backend='envpool'``)."""
+  pool = make_pool(run.env, run.num_envs, run.seed, run.max_length, run.atari)
+  return PoolEnv(pool, run.normalize_ranges, run.atari)
 
 
 def preprocess(env, run: RunConfig):
@@ -72,7 +81,7 @@ def build_model(exp: Experiment):
 def agent_spaces(run: RunConfig) -> tuple:
   """``(observation space, action space)`` of one env as the agent sees it (after
   ``run.preprocessing``), from one env built here and closed."""
-  if run.backend == "gymnax":
+  if run.backend in ("gymnax", "envpool"):
     env = build_env(dataclasses.replace(run, num_envs=1))
     return env.single_observation_space, env.single_action_space
   env = make_host_env(run.env, run.max_length, run.normalize_ranges, atari=run.atari)
