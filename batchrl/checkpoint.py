@@ -195,8 +195,15 @@ def _leaf_problem(name: str, leaf, data) -> str | None:
   return None
 
 
-def _unflatten(template, arrays: dict, manifest: dict, where: Path):
-  """Rebuild ``template``'s structure from stored arrays, or name every mismatching leaf."""
+def leaf_names(tree) -> set[str]:
+  """The names a checkpoint of ``tree`` stores its leaves under."""
+  return {_path_str(path) for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _unflatten(template, arrays: dict, manifest: dict, where: Path,
+               unused: frozenset = frozenset()):
+  """Rebuild ``template``'s structure from stored arrays, or name every mismatching leaf
+  (stored leaves named in ``unused`` are left out on purpose, not a mismatch)."""
   path_leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
   table = manifest.get("leaves", {})
   problems, leaves, names = [], [], set()
@@ -211,7 +218,8 @@ def _unflatten(template, arrays: dict, manifest: dict, where: Path):
       problems.append(problem)
       continue
     leaves.append(_restore_leaf(leaf, arrays[name], table.get(name, {})))
-  problems += [f"{n}: in the checkpoint but not in the template" for n in sorted(set(arrays) - names)]
+  problems += [f"{n}: in the checkpoint but not in the template"
+               for n in sorted(set(arrays) - names - unused)]
   if problems:
     shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
     raise CheckpointError(f"checkpoint {where} does not match the template (wrong config or "
@@ -334,14 +342,17 @@ def _warn_skipped(ckpt: CheckpointInfo, reason: str) -> None:
   warnings.warn(message, CheckpointWarning, stacklevel=3)
 
 
-def restore(directory, template, *, step: int | None = None) -> tuple[Any, dict]:
+def restore(directory, template, *, step: int | None = None,
+            unused: set[str] | frozenset = frozenset()) -> tuple[Any, dict]:
   """Restore the newest good checkpoint into the structure of ``template``.
 
   ``template`` is a pytree of the same structure (concrete arrays, or ``jax.ShapeDtypeStruct``
   from ``jax.eval_shape``); leaves come back as jax arrays, numpy arrays, Python scalars or
   typed PRNG keys, matching the template. Damaged checkpoints are skipped with a warning; a
   template mismatch is raised at once (older checkpoints would not match either).
-  With ``step``, exactly that checkpoint is restored, or an error raised.
+  With ``step``, exactly that checkpoint is restored, or an error raised. ``unused``: names
+  of leaves (``leaf_names``) a checkpoint may hold that ``template`` leaves out on purpose
+  (checkpoints written before a state stopped saving them); they are skipped.
 
   Returns ``(state, manifest)``; ``manifest["step"]`` is the step actually restored.
   """
@@ -357,7 +368,7 @@ def restore(directory, template, *, step: int | None = None) -> tuple[Any, dict]
       arrays, manifest = _load_verified(chosen[0])
     except _Unusable as e:
       raise CheckpointError(f"checkpoint {chosen[0].path} is unusable: {e}") from e
-    return _unflatten(template, arrays, manifest, chosen[0].path), manifest
+    return _unflatten(template, arrays, manifest, chosen[0].path, frozenset(unused)), manifest
   failures = []
   for ckpt in reversed(checkpoints):
     try:
@@ -369,7 +380,7 @@ def restore(directory, template, *, step: int | None = None) -> tuple[Any, dict]
     if failures:
       _LOG.warning("restored checkpoint %s after skipping %d damaged one(s)", ckpt.path,
                    len(failures))
-    return _unflatten(template, arrays, manifest, ckpt.path), manifest
+    return _unflatten(template, arrays, manifest, ckpt.path, frozenset(unused)), manifest
   raise CheckpointError(f"no usable checkpoint in {directory}:\n  " + "\n  ".join(failures))
 
 

@@ -21,7 +21,8 @@ from batchrl.train.build import (build_env, build_model, check_env, close_env, e
 from batchrl.train.local import LocalTrainer, check_seeds
 from batchrl.train.metrics import nan_mean, per_seed_scores, summarize
 from batchrl.train.rundir import (CONFIG_FILE, prepare_run, remove_new_run,
-                                   restore_checkpoint, run_directory, save_checkpoint)
+                                   restore_checkpoint, restore_sim, run_directory,
+                                   save_checkpoint, save_sim)
 from batchrl.train.schedule import schedule
 
 # ``experiment.Trainer`` has always been the local trainer; the protocol both trainers
@@ -31,7 +32,8 @@ Trainer = LocalTrainer
 __all__ = ["CONFIG_FILE", "LocalTrainer", "Trainer", "build_agent", "build_env", "build_model",
            "check_env", "check_seeds", "close_env", "eval_steps", "make_host_env", "nan_mean",
            "per_seed_scores", "prepare_run", "remove_new_run", "restore_checkpoint",
-           "run_directory", "save_checkpoint", "schedule", "summarize", "train"]
+           "restore_sim", "run_directory", "save_checkpoint", "save_sim", "schedule",
+           "summarize", "train"]
 
 
 def build_agent(exp: Experiment):

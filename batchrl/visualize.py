@@ -29,7 +29,8 @@ from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError
 from batchrl.envs.preprocessed import (GAME_OVER, SCORE_REWARD, build_env_stack,
                                        has_score_channel, parse_spec, split_observation)
-from batchrl.experiment import CONFIG_FILE, build_model, build_env, close_env, make_host_env
+from batchrl.experiment import (CONFIG_FILE, build_model, build_env, close_env, make_host_env,
+                                restore_sim)
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
 
@@ -58,10 +59,10 @@ def load_agent_state(exp: Experiment, run_dir: Path, agent, checkpoint_path: str
     match = _CKPT_NAME.search(path.name)
     if not match:
       raise ConfigError(f"--checkpoint {path} is not a checkpoint directory (ckpt-NNN).")
-    sim, _ = checkpoint.restore(path.parent, template, step=int(match.group(1)))
+    sim, _ = restore_sim(path.parent, template, agent, step=int(match.group(1)))
     return sim.agent_state, str(path)
   try:
-    sim, manifest = checkpoint.restore(Path(run_dir) / "checkpoints", template)
+    sim, manifest = restore_sim(Path(run_dir) / "checkpoints", template, agent)
     return sim.agent_state, f"step {manifest['step']}"
   except checkpoint.NoCheckpointError:
     if not allow_untrained:

@@ -93,6 +93,27 @@ def test_resume_is_exact(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_run_checkpoints_leave_ppos_rollout_buffer_out_and_older_ones_still_load(tmp_path):
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), [
+      "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=1024", "report_every=256",
+      "batch_size=128"])
+  trainer = experiment.Trainer(exp, tmp_path / "run")
+  trainer.train_phase(2)
+  trainer.iteration = 2
+  trainer.save()
+  (saved,) = checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")
+  names = json.loads((saved.path / checkpoint.MANIFEST_FILE).read_text())["leaves"]
+  assert not [n for n in names if ".buffer" in n] and [n for n in names if ".params" in n]
+  # an older checkpoint, written with the buffer, restores into the same template
+  checkpoint.save(tmp_path / "old", 64, trainer.sim)
+  for directory in (tmp_path / "old", tmp_path / "run" / "checkpoints"):
+    restored, _ = experiment.restore_sim(directory, trainer.sim, trainer.agent)
+    for a, b in zip(jax.tree.leaves(restored.agent_state.params),
+                    jax.tree.leaves(trainer.sim.agent_state.params)):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert restored.agent_state.buffer.obs.shape == trainer.sim.agent_state.buffer.obs.shape
+
+
 def test_visualize_refuses_without_checkpoint_unless_allowed(tmp_path, capsys):
   exp = configs.apply_overrides(configs.get("cartpole_fused"), ["num_envs=8"])
   run_dir = tmp_path / "T-cartpole_fused"

@@ -87,6 +87,10 @@ class Model:
       an update that leaves the program through a host callback to run programs of its
       own (PPO's host update loop): called from inside a loop, XLA:CPU gave those programs
       one core.
+    scratch: names of state fields (the state is a NamedTuple) that hold nothing between
+      updates: overwritten before they are read again (PPO's rollout buffer). Run
+      checkpoints, written between updates, leave them out (``without_scratch``) and take
+      them from a fresh state when restored (``with_scratch``).
   """
 
   init: Callable[[jax.Array, EnvSpec], PyTree]
@@ -101,6 +105,7 @@ class Model:
   on_policy: bool = True
   learned_updates: Callable[[PyTree], jax.Array] | None = None
   top_level_update: bool = False
+  scratch: tuple[str, ...] = ()
 
   def observe(self, state: PyTree, transition: Transition) -> tuple[PyTree, Metrics]:
     """Store the transition; update under ``lax.cond`` when a batch is ready.
@@ -134,3 +139,15 @@ def no_update(state):
 def no_store(state, transition):
   del transition
   return state
+
+
+def without_scratch(model: Model, state: PyTree) -> PyTree:
+  """``state`` with ``model.scratch``'s fields emptied (``()``), as run checkpoints store it."""
+  return state._replace(**{name: () for name in model.scratch}) if model.scratch else state
+
+
+def with_scratch(model: Model, kept: PyTree, fresh: PyTree) -> PyTree:
+  """``kept`` (``without_scratch``'s) with ``model.scratch``'s fields taken from ``fresh``."""
+  if not model.scratch:
+    return kept
+  return kept._replace(**{name: getattr(fresh, name) for name in model.scratch})

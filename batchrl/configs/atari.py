@@ -70,17 +70,22 @@ steps (8 envs)             ours         SB3 2.9.2    ours / SB3
                                                      under load 3-4)
 4096                       31.6 s       16.8 s       1.88
 20480 (the issue's budget) 95.7 s       65.9 s       1.45
+20480, ``backend=envpool`` 83.6 s       73.4 s       1.14 (the gymnasium backend
+                                                     101.0 s in that run: 1.38)
 =========================  ===========  ===========  ======================
+
+With ``--set backend=envpool`` (``batchrl.envs.pool``) EnvPool steps the 8 games in C++
+threads inside the compiled rollout, with its own C++ Atari wrappers: no env worker
+processes to start, no Python per env step. Per iteration both libraries then take about
+3.4 s; the rest of the gap is start-up (about 10 s against SB3's 3.7 s: imports, the first
+iteration's compilation and first calls, building the pool).
 
 The target (0.33x SB3) is out of reach on this CPU: PyTorch's oneDNN convolutions take one
 Adam step of the Nature CNN on 256 frames in 119 ms (torch 2.13 in ``benchmarks/.peers-venv``,
 2 threads); ours, at its best (4 shares of 64 over 2 threads, Adam per leaf), about 130 ms
 (2.1 of the update's 2.8 s are its 16 steps). SB3 spends about 3.3 s per 1024 steps, update
 and rollout together; 0.33x of that, 1.1 s, is less than the 16 gradient steps alone cost
-either library on these 2 cores. What
-remains ours to cut: start-up (about 14 s: imports, 2 env worker processes, the first
-iteration's compilation, the final checkpoint, which holds the 230 MB float32 rollout
-buffer) and the rollout (1.4 s against SB3's about 1.4 s).
+either library on these 2 cores. What remains ours to cut is start-up.
 
 The 10M-step plan (GPU; CleanRL at 10M agent steps = 40M frames: Breakout 415 +- 28,
 Pong 20.4 +- 0.2)::

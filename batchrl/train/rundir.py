@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from batchrl import checkpoint
+from batchrl.agents.core import Model, with_scratch, without_scratch
 from batchrl.configclass import ConfigError, atomic_write_text
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
@@ -82,13 +83,31 @@ def kept_step(run_dir: Path) -> int | None:
   return checkpoint.latest_step(Path(run_dir) / "checkpoints")
 
 
+def save_sim(directory: Path, step: int, sim, agent: Model, **options) -> Path:
+  """``checkpoint.save`` of a run's ``SimState``, written between updates: without the
+  agent's scratch (``Model.scratch``: PPO's rollout buffer, most of a ``ppo_atari``
+  checkpoint); ``options`` go to ``checkpoint.save``."""
+  kept = sim._replace(agent_state=without_scratch(agent, sim.agent_state))
+  return checkpoint.save(directory, step, kept, **options)
+
+
+def restore_sim(directory: Path, template, agent: Model, *, step: int | None = None):
+  """``(sim, manifest)`` of a checkpoint ``save_sim`` wrote, the scratch taken from
+  ``template``; checkpoints written with the scratch (before it was left out) load too."""
+  view = template._replace(agent_state=without_scratch(agent, template.agent_state))
+  unused = checkpoint.leaf_names(template) - checkpoint.leaf_names(view)
+  sim, manifest = checkpoint.restore(directory, view, step=step, unused=unused)
+  return sim._replace(agent_state=with_scratch(agent, sim.agent_state,
+                                               template.agent_state)), manifest
+
+
 def restore_checkpoint(trainer: Trainer) -> bool:
   """Loads the latest good checkpoint of ``trainer.run_dir`` into ``trainer.sim`` and
   ``trainer.iteration`` (any trainer: local or distributed); whether there was one."""
   ckpt_dir = trainer.run_dir / "checkpoints"
   if checkpoint.latest_step(ckpt_dir) is None:
     return False
-  trainer.sim, manifest = checkpoint.restore(ckpt_dir, trainer.sim)
+  trainer.sim, manifest = restore_sim(ckpt_dir, trainer.sim, trainer.agent)
   trainer.iteration = int(manifest["counters"]["iteration"])
   log.info("Resumed %s at step %d (iteration %d).", trainer.run_dir, trainer.step,
            trainer.iteration)
@@ -97,6 +116,6 @@ def restore_checkpoint(trainer: Trainer) -> bool:
 
 def save_checkpoint(trainer: Trainer) -> None:
   """Checkpoints ``trainer.sim`` at ``trainer.step`` with the config and counters."""
-  checkpoint.save(trainer.run_dir / "checkpoints", trainer.step, trainer.sim,
-                  config=trainer.exp.to_dict(), keep=trainer.exp.run.keep_checkpoints,
-                  counters={"iteration": trainer.iteration, "steps": trainer.step})
+  save_sim(trainer.run_dir / "checkpoints", trainer.step, trainer.sim, trainer.agent,
+           config=trainer.exp.to_dict(), keep=trainer.exp.run.keep_checkpoints,
+           counters={"iteration": trainer.iteration, "steps": trainer.step})

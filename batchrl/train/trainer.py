@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from batchrl.agents.core import Model
 from batchrl.configs import Experiment
 from batchrl.simulation import SimState
 
@@ -30,6 +31,7 @@ class Trainer(Protocol):
     steps_per_iteration: env steps of one iteration (all envs, one ``agent.period`` each).
     iteration: iterations done; advanced by the driver, set by ``restore``.
     sim: the whole state of the run: agent, env observations, keys, counters.
+    agent: the run's ``Model`` (checkpoints leave out its ``scratch``).
   """
 
   exp: Experiment
@@ -38,6 +40,7 @@ class Trainer(Protocol):
   steps_per_iteration: int
   iteration: int
   sim: SimState
+  agent: Model
 
   @property
   def step(self) -> int:

@@ -28,17 +28,17 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from batchrl import checkpoint, programs
+from batchrl import programs
 from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
 from batchrl.errors import UserInputError
 from batchrl.logging import RunLogger
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
-from batchrl.train.build import build_env, close_env, eval_steps
+from batchrl.train.build import build_env, build_model, close_env, eval_steps
 from batchrl.parts import PartRunner, Parts
 from batchrl.train.metrics import summarize
-from batchrl.train.rundir import prepare_run
+from batchrl.train.rundir import prepare_run, save_sim
 from batchrl.train.schedule import due, schedule
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.space import Param
@@ -255,9 +255,9 @@ def _evaluated(lane: Lane, step: int, final: bool, metrics: dict, opts: TuneOpti
 
 
 def _save(lane: Lane, sim, iteration: int, step: int) -> None:
-  checkpoint.save(lane.run_dir / "checkpoints", step, sim, config=lane.exp.to_dict(),
-                  keep=lane.exp.run.keep_checkpoints,
-                  counters={"iteration": iteration, "steps": step})
+  save_sim(lane.run_dir / "checkpoints", step, sim, build_model(lane.exp),
+           config=lane.exp.to_dict(), keep=lane.exp.run.keep_checkpoints,
+           counters={"iteration": iteration, "steps": step})
 
 
 def _log(logger: RunLogger, step: int, phase: str, metrics: dict) -> None:

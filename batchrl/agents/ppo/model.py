@@ -99,7 +99,8 @@ def make_ppo(config: PPOConfig | None = None) -> Model:
       period=config.rollout_length,
       name="ppo",
       summarize=lambda state: summarize(config, state),
-      top_level_update=host_update_loop(config))
+      top_level_update=host_update_loop(config),
+      scratch=("buffer",))  # refilled from index 0 after each update (step == 0)
 
 
 def summarize(config: PPOConfig, state: PPOState) -> dict:
