@@ -60,6 +60,17 @@ def test_train_writes_config_metrics_and_checkpoints(fused_run, caplog):
   assert [c.step for c in checkpoint.list_checkpoints(fused_run / "checkpoints")] == [2048, 4096]
 
 
+def test_a_batch_size_that_does_not_divide_the_rollout_is_one_line(tmp_path, capsys):
+  assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), "--set",
+               "num_envs=8", "--set", "rollout_length=64", "--set", "batch_size=1024",
+               "--no-tensorboard"]) == 2
+  err = capsys.readouterr().err.strip()
+  errors = [line for line in err.splitlines() if "error" in line]
+  assert len(errors) == 1 and "batch_size (1024) must divide the rollout" in errors[0]
+  assert "Traceback" not in err
+  assert not any(tmp_path.iterdir())  # the new run's directory is gone again
+
+
 def test_existing_run_resumes_and_refuses_config_changes(fused_run, tmp_path, capsys):
   run = tmp_path / "T0-cartpole_fused"
   shutil.copytree(fused_run, run)

@@ -166,6 +166,16 @@ def test_batch_trials_need_in_graph_envs(tmp_path, capsys):
   assert not logdir.exists()
 
 
+def test_batch_trials_refuse_an_update_that_runs_outside_the_program(tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  argv = _tune_argv(logdir, "--batch-trials", "2", "--set", "update_loop=host",
+                    config="cartpole_fused")
+  assert main(argv) == 2
+  err = capsys.readouterr().err.strip()
+  assert "update_loop='host'" in err and "--set update_loop=scan" in err
+  assert len(err.splitlines()) == 1 and not logdir.exists()
+
+
 def test_bad_input_from_the_shell_is_one_line(tmp_path):
   logdir = tmp_path / "logs"
   result = subprocess.run(

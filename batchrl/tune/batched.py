@@ -75,6 +75,14 @@ def check_batching(exp: Experiment, opts: TuneOptions, batch_trials: int) -> Non
   if batch_trials > 1 and opts.seeds_per_trial > 1:
     raise UserInputError("--batch-trials takes one seed per trial; leave out "
                          "--seeds-per-trial.")
+  if batch_trials > 1 and family(exp.agent).make(exp.config).top_level_update:
+    # its update is a host callback running programs of its own, built from the config's
+    # values: traced (batched) values cannot reach it
+    loop = getattr(exp.config, "update_loop", None)
+    raise UserInputError(f"--batch-trials traces the searched values inside one program, "
+                         f"but {exp.name!r} runs its update outside the program (PPO's "
+                         f"update_loop={loop!r} on this backend); run without "
+                         "--batch-trials, or with --set update_loop=scan.")
 
 
 def traced_config(config, values: dict):

@@ -34,6 +34,7 @@ from batchrl.agents.ppo.config import PPOConfig
 from batchrl.agents.ppo.networks import (PPONetworks, make_networks, make_spec_networks,
                                          reset_carry)
 from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.configclass import ConfigError
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
 from batchrl.parts import PartRunner, Parts
@@ -152,7 +153,7 @@ def _num_minibatches(config: PPOConfig, info: SpaceInfo) -> int:
   if config.batch_size is None:
     return 1
   if total % config.batch_size:
-    raise ValueError(f"PPOConfig.batch_size ({config.batch_size}) must divide the rollout "
+    raise ConfigError(f"PPOConfig.batch_size ({config.batch_size}) must divide the rollout "
                      f"of rollout_length * num_envs = {config.rollout_length} * "
                      f"{info.num_envs} = {total} transitions.")
   return total // config.batch_size
