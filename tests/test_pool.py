@@ -2,11 +2,13 @@
 
 What is held: the compiled step gives exactly what EnvPool's own host API gives, with
 same-step auto-reset; EnvPool's tasks have the dynamics of Gymnasium's of the same id,
-transition by transition (their seeding differs, so whole trajectories do not match: the
-module doc says so); the maps and spaces are those of the gymnasium backend's stack; bad
+transition by transition, and from a start both fix, observation by observation through
+``BatchEnv`` (their seedings differ, so seeded starts do not match: the module doc says
+so); the maps and spaces are those of the gymnasium backend's stack; bad
 input is a one-line error; a run trains, resumes and evaluates.
 """
 import dataclasses
+import functools
 import json
 import sys
 
@@ -25,7 +27,9 @@ from batchrl import configs, experiment  # noqa: E402
 from batchrl.cli import main  # noqa: E402
 from batchrl.configs import RunConfig  # noqa: E402
 from batchrl.envs import pool as pool_module  # noqa: E402
+from batchrl.envs.batch import BatchEnv  # noqa: E402
 from batchrl.envs.core import make_gym  # noqa: E402
+from batchrl.envs.ingraph import InGraphBatchEnv  # noqa: E402
 from batchrl.envs.pool import PoolEnv, make_pool  # noqa: E402
 from batchrl.envs.wrappers import batch_ppo_stack  # noqa: E402
 from batchrl.errors import UserInputError  # noqa: E402
@@ -255,3 +259,26 @@ def test_ppo_atari_trains_on_envpool_through_the_cli(tmp_path):
   records = [json.loads(line) for line in lines if line]
   assert [r["phase"] for r in records] == ["train", "train", "eval"]
   assert any((tmp_path / "A-ppo_atari" / "checkpoints").iterdir())
+
+
+def test_batchenv_and_envpool_give_the_same_first_1000_observations_from_a_fixed_start():
+  """Where the start is the same (InvertedPendulum-v5 without reset noise: both seedings
+  then agree), the two backends give the same observations, rewards and episode ends for
+  the same actions, auto-resets included (random actions end an episode every few steps)."""
+  def steps(env):
+    actions = np.random.default_rng(0).uniform(-1, 1, (1000, 2, 1)).astype(np.float32)
+    return _scan_steps(env, actions)
+
+  make = functools.partial(gym.make, "InvertedPendulum-v5", reset_noise_scale=0.0)
+  host = BatchEnv([make] * 2, num_workers=0, seed=0, infos=False)
+  try:
+    first, (obs, reward, terminated, truncated, final_obs) = steps(InGraphBatchEnv(host))
+  finally:
+    host.close()
+  pool = envpool.make("InvertedPendulum-v5", env_type="gymnasium", num_envs=2, seed=0,
+                      reset_noise_scale=0.0)
+  pool_first, pool_out = steps(PoolEnv(pool, normalize_ranges=False))
+  assert terminated.sum() > 100  # many episodes, each restarted in the step that ended it
+  np.testing.assert_allclose(pool_first, first, atol=1e-6)
+  for got, want in zip(pool_out, (obs, reward, terminated, truncated, final_obs)):
+    np.testing.assert_allclose(got, want, atol=1e-5)

@@ -26,7 +26,8 @@ not the same numbers): EnvPool seeds its envs its own way (the pool's seed is th
 fixed when the pool is built), and ``reset(key)`` does not reseed, so an evaluation or a
 resumed run continues the pool's random stream instead of restarting it from the key. The
 dynamics are Gymnasium's, transition by transition (``tests/test_pool.py``: CartPole-v1,
-HalfCheetah-v5), except one: where Pendulum-v1's speed limit of 8 binds, EnvPool moves the
+HalfCheetah-v5; and from a start both fix, InvertedPendulum-v5 without reset noise, the
+same first 1000 observations as ``BatchEnv``, auto-resets included), except one: where Pendulum-v1's speed limit of 8 binds, EnvPool moves the
 angle with the speed before clipping (as gym 0.21 did), Gymnasium with the clipped speed.
 EnvPool's tasks with flat Box observations and Box or Discrete actions work (MuJoCo,
 classic control; ``envpool.list_all_envs()``).
