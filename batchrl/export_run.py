@@ -53,7 +53,7 @@ def export_run(run_dir, out, *, step: int | None = None, format: str = "onnx") -
                 "exported policy takes observations and returns actions as its model sees "
                 "them, after the env's wrappers and that preprocessing.",
                 "run.atari" if exp.run.atari else "run.preprocessing")
-  elif exp.run.backend == "gymnasium":
+  elif exp.run.backend in ("gymnasium", "envpool"):  # EnvPool's maps: the same stack's
     policy = _fold_env_maps(policy, exp.run)
   return export_policy(policy, out, format), source
 
@@ -83,7 +83,12 @@ def _fold_env_maps(policy: Policy, run: RunConfig) -> Policy:
   """``policy`` for the raw Gymnasium env: the observation and action maps of the run's
   stateless wrappers around it, innermost observation map first, outermost action map
   first (as a step passes through the stack)."""
-  env = make_host_env(run.env, run.max_length, run.normalize_ranges)
+  try:
+    env = make_host_env(run.env, run.max_length, run.normalize_ranges)
+  except UserInputError as error:  # an EnvPool task Gymnasium lacks: its maps are unknown
+    log.warning("The exported policy takes observations and returns actions as the model "
+                "sees them (the env's range maps not folded in: %s).", error)
+    return policy
   try:
     obs_maps, action_maps, raw_space = _wrapper_maps(env)
   finally:

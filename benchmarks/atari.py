@@ -23,8 +23,8 @@ peers' interpreter.
 Measured 2026-11-26 on the idle 2-core machine, one invocation each (ours, then SB3 2.9.2):
 20480 steps, ours 95.7 s, SB3 65.9 s: **1.45x** (CPU time 1.30x); 4096 steps, 31.6 s against
 16.8 s: 1.88x (start-up weighs more). With ``--set backend=envpool`` (EnvPool's C++ games
-inside the compiled rollout), 20480 steps: ours 83.6 s, SB3 73.4 s, 1.14x; our gymnasium
-backend took 101.0 s right after (1.38x). Before that day's work the 4096-step figure was 42.7 s
+inside the compiled rollout), 20480 steps: ours 88.2 s, SB3 75.1 s, 1.17x; in another
+run the gymnasium backend took 101.0 s against SB3's 73.4 s (1.38x). Before that day's work the 4096-step figure was 42.7 s
 against 20.8 s (2.05x); the earlier "0.8-1.2x" had been read under load 3-4, where SB3's
 two torch threads lost more than we did. Why 0.33x is out of reach on a CPU, and what made
 ours faster: ``batchrl/configs/atari.py``.

@@ -200,6 +200,19 @@ def test_a_run_on_envpool_trains_evaluates_and_resumes(tmp_path):
                                          jax.device_get(resumed.sim.agent_state)))
   assert any(changed)
   resumed.close()
+  # the exported policy takes the raw env's observations and returns its actions: the run's
+  # maps folded in (Pendulum: the speed over [-8, 8], the torque over [-2, 2])
+  ort = pytest.importorskip("onnxruntime")
+  from batchrl.export import model_policy
+  from batchrl.export_run import export_run
+  path, _ = export_run(run_dir, tmp_path / "policy.onnx")
+  session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+  raw = np.array([[1.0, 0.0, 8.0], [0.0, -1.0, -4.0]], np.float32)
+  exported = session.run(None, {session.get_inputs()[0].name: raw})[0]
+  maps = PoolEnv(make_pool("Pendulum-v1", 1, 0))._maps
+  model_act = model_policy(resumed.agent, saved, maps.observation_space).act
+  expected = maps.action(model_act(maps.observation(jnp.asarray(raw))))
+  np.testing.assert_allclose(exported, expected, atol=1e-5)
 
 
 # -- Atari ------------------------------------------------------------------------------
@@ -211,8 +224,9 @@ def test_ale_ids_map_to_envpools_games_with_their_sticky_actions():
   task, options = pool_module.pool_task("ALE/SpaceInvaders-v5", atari=True)
   assert task == "SpaceInvaders-v5" and options["repeat_action_probability"] == 0.25
   assert pool_module.pool_task("HalfCheetah-v5", atari=False) == ("HalfCheetah-v5", {})
-  with pytest.raises(UserInputError, match="takes an ALE id"):
-    pool_module.pool_task("CartPole-v1", atari=True)
+  for env_id in ("CartPole-v1", "Breakout-v4", "BreakoutDeterministic-v4"):
+    with pytest.raises(UserInputError, match="takes an ALE id of the form"):
+      pool_module.pool_task(env_id, atari=True)
 
 
 @pytest.fixture(scope="module")
@@ -230,13 +244,30 @@ def test_atari_on_envpool_gives_raw_frames_and_the_score_channel(breakout_steps)
   assert first["frame"].shape == (2, 210, 160, 3) and first["frame"].max() > 0
   game_over = final_obs["game_over"] > 0.5
   # a lost life ends the agent's episode; only the fifth ends the game (a random player
-  # loses all five within 200 steps)
-  assert game_over.any(axis=0).all()
+  # loses all five within 200 steps in at least one of the two games)
+  assert game_over.any()
   assert (terminated | truncated)[game_over].all()
   assert terminated.sum() >= 5 * game_over.sum()
   assert set(np.unique(reward)) <= {-1.0, 0.0, 1.0}  # the agent's reward is clipped
   assert (final_obs["score_reward"] >= reward).all()  # scores stay raw
   assert not obs["game_over"].any()  # the observation to act on starts no game over
+
+
+def test_atari_on_envpool_restarts_whole_games(breakout_steps):
+  """A lost life ends the agent's episode only; a restart (before an evaluation, on resume)
+  starts a new game with every life, wherever the game was."""
+  env, _ = breakout_steps
+  obs, (handle, lives) = env.reset(jax.random.key(1))
+  assert np.asarray(lives).tolist() == [5, 5]
+  step = jax.jit(lambda state, action: env.step(None, state, action))
+  state, lost = (handle, lives), False
+  for _ in range(60):  # a random player loses its first life within a few dozen steps
+    out = step(state, jnp.asarray([3, 3], jnp.int32))
+    state, lost = out.state, lost or bool(out.terminated.any())
+  assert lost and min(np.asarray(state[1])) < 5
+  assert not (np.asarray(out.final_obs["game_over"]) > 0).all()
+  _, (_, lives) = env.reset(jax.random.key(2))
+  assert np.asarray(lives).tolist() == [5, 5]
 
 
 def test_atari_on_envpool_feeds_the_same_network_input_as_the_gymnasium_backend():

@@ -70,8 +70,9 @@ steps (8 envs)             ours         SB3 2.9.2    ours / SB3
                                                      under load 3-4)
 4096                       31.6 s       16.8 s       1.88
 20480 (the issue's budget) 95.7 s       65.9 s       1.45
-20480, ``backend=envpool`` 83.6 s       73.4 s       1.14 (the gymnasium backend
-                                                     101.0 s in that run: 1.38)
+20480, ``backend=envpool`` 88.2 s       75.1 s       1.17 (the gymnasium backend,
+                                                     another run: 101.0 s against
+                                                     73.4 s, 1.38)
 =========================  ===========  ===========  ======================
 
 With ``--set backend=envpool`` (``batchrl.envs.pool``) EnvPool steps the 8 games in C++

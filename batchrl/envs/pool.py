@@ -27,16 +27,19 @@ fixed when the pool is built), and ``reset(key)`` does not reseed, so an evaluat
 resumed run continues the pool's random stream instead of restarting it from the key. The
 dynamics are Gymnasium's, transition by transition (``tests/test_pool.py``: CartPole-v1,
 HalfCheetah-v5; and from a start both fix, InvertedPendulum-v5 without reset noise, the
-same first 1000 observations as ``BatchEnv``, auto-resets included), except one: where Pendulum-v1's speed limit of 8 binds, EnvPool moves the
-angle with the speed before clipping (as gym 0.21 did), Gymnasium with the clipped speed.
+same first 1000 observations as ``BatchEnv``, auto-resets included), except one: where
+Pendulum-v1's speed limit of 8 binds, EnvPool moves the angle with the speed before
+clipping (as gym 0.21 did), Gymnasium with the clipped speed.
 EnvPool's tasks with flat Box observations and Box or Discrete actions work (MuJoCo,
 classic control; ``envpool.list_all_envs()``).
 
 Atari (``run.atari``, an ALE id such as ``BreakoutNoFrameskip-v4``): EnvPool's game at its
 ``-v5`` id with its own C++ versions of the wrappers of ``batchrl.envs.atari`` (no-op starts,
-frame skip 4 with max-pooling, episodic life, clipped rewards, FIRE at reset; sticky actions
-as the ALE id has them), frames out raw (210x160 RGB) so that ``run.preprocessing``
-(grayscale, 84x84, 4 frames) does the rest in the graph as on the gymnasium backend, and the
+frame skip 4 with max-pooling, clipped rewards, FIRE at reset; sticky actions as the ALE id
+has them) and episodic life done here (``PoolEnv``: EnvPool's own would let a restart
+continue a game; ale-py, ``batchrl[atari]``, says which games wait for FIRE), frames out
+raw (210x160 RGB) so that ``run.preprocessing`` (grayscale, 84x84, 4 frames) does the rest
+in the graph as on the gymnasium backend, and the
 same score channel (EnvPool's unclipped reward and real game over), so reported scores are
 raw scores of whole games. Its episode limit is EnvPool's (27,000 agent steps) unless
 ``run.max_length`` sets one.
@@ -56,11 +59,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.envs.atari import FRAME, GAME_OVER, SCORE_REWARD
+from batchrl.envs.ale import import_ale
+from batchrl.envs.atari import FIRE, FRAME, GAME_OVER, NOOP, SCORE_REWARD
 from batchrl.envs.host_call import host_call
 from batchrl.envs.jax_env import EnvStep
 from batchrl.envs.wrappers import affine_map, normalize_mask, unit_box
 from batchrl.errors import UserInputError, missing_extra
+
+try:  # x64 for one block: jax.enable_x64 in recent JAX, jax.experimental's before
+  _x64 = functools.partial(jax.enable_x64, True)
+except AttributeError:  # pragma: no cover  (an older JAX)
+  from jax.experimental import enable_x64 as _x64
 
 
 def import_envpool():
@@ -73,11 +82,17 @@ def import_envpool():
 
 
 # EnvPool's own Atari wrappers set as ``batchrl.envs.atari.atari_env`` sets ours; the frames
-# come out raw (210x160 RGB, one per step) so that run.preprocessing does the rest in the graph
+# come out raw (210x160 RGB, one per step) so that run.preprocessing does the rest in the
+# graph. Episodic life is ours (``PoolEnv``): EnvPool's keeps the game going through every
+# reset but the one after a game over, so a restart (before an evaluation, on resume) would
+# not start a new game.
 ATARI_OPTIONS = {"img_height": 210, "img_width": 160, "gray_scale": False, "stack_num": 1,
-                 "frame_skip": 4, "noop_max": 30, "episodic_life": True, "reward_clip": True,
+                 "frame_skip": 4, "noop_max": 30, "episodic_life": False, "reward_clip": True,
                  "use_fire_reset": True}
-_ALE_GAME = re.compile(r"^(?:ALE/)?([A-Z][A-Za-z]*?)(?:NoFrameskip|Deterministic)?-v[045]$")
+# the two ALE id forms whose settings EnvPool's options reproduce (other ALE ids skip a
+# random number of frames, or stick to actions by another rule)
+_ALE_GAME = re.compile(r"^(?:ALE/(?P<v5>[A-Z][A-Za-z]*)-v5"
+                       r"|(?P<v4>[A-Z][A-Za-z]*)NoFrameskip-v4)$")
 
 
 def pool_task(env_id: str, atari: bool) -> tuple[str, dict]:
@@ -88,10 +103,11 @@ def pool_task(env_id: str, atari: bool) -> tuple[str, dict]:
     return env_id, {}
   match = _ALE_GAME.match(env_id)
   if match is None:
-    raise UserInputError(f"run.atari with run.backend='envpool' takes an ALE id such as "
-                         f"'BreakoutNoFrameskip-v4' or 'ALE/Breakout-v5', got {env_id!r}.")
-  sticky = 0.25 if env_id.startswith("ALE/") else 0.0
-  return f"{match.group(1)}-v5", {**ATARI_OPTIONS, "repeat_action_probability": sticky}
+    raise UserInputError(f"run.atari with run.backend='envpool' takes an ALE id of the form "
+                         f"'<Game>NoFrameskip-v4' or 'ALE/<Game>-v5', got {env_id!r}.")
+  sticky = 0.25 if match["v5"] else 0.0
+  game = match["v5"] or match["v4"]
+  return f"{game}-v5", {**ATARI_OPTIONS, "repeat_action_probability": sticky}
 
 
 def make_pool(env_id: str, num_envs: int, seed: int, max_length: int | None = None,
@@ -111,6 +127,19 @@ def make_pool(env_id: str, num_envs: int, seed: int, max_length: int | None = No
     options["max_episode_steps"] = int(max_length)
   return envpool.make(task, env_type="gymnasium", num_envs=num_envs, seed=int(seed),
                       **options)
+
+
+@functools.cache
+def needs_fire(task: str) -> bool:
+  """Whether EnvPool's Atari ``task`` (its config's ``task``, e.g. 'breakout') waits for
+  FIRE after a lost life: its minimal action set has FIRE as action 1, as
+  ``batchrl.envs.atari.needs_fire`` decides for ALE envs (ale-py: ``batchrl[atari]``)."""
+  ale_py = import_ale()
+  ale = ale_py.ALEInterface()
+  ale.setLoggerMode(ale_py.LoggerMode.Error)
+  ale.loadROM(ale_py.roms.get_rom_path(task))
+  actions = ale.getMinimalActionSet()
+  return len(actions) >= 3 and actions[FIRE] == ale_py.Action.FIRE
 
 
 @contextlib.contextmanager
@@ -202,9 +231,16 @@ def _with_mask(mask, affine):
 class PoolEnv:
   """A pool of EnvPool envs as a batched in-graph env (see the module doc).
 
-  The in-graph ``state`` is EnvPool's handle: a token the custom calls pass along so that
-  XLA keeps them in order (the pool itself is named in the compiled call, so the token's
-  bytes carry no meaning and a checkpoint may hold them).
+  The in-graph ``state`` is ``(handle, lives)``: EnvPool's handle, a token the custom calls
+  pass along so that XLA keeps them in order (the pool itself is named in the compiled
+  call, so the token's bytes carry no meaning and a checkpoint may hold them), and each
+  env's lives (Atari; zeros otherwise).
+
+  Atari: a lost life ends the agent's episode (``terminated``) but not the game, as
+  ``batchrl.envs.atari.EpisodicLife`` does; the env goes on with one FIRE step where the
+  game waits for FIRE, else one no-op step (our wrappers take a no-op, FIRE and action 2).
+  Only a game over (or the episode limit) resets the game, and a restart always starts new
+  games.
   """
 
   pool: Any
@@ -220,6 +256,12 @@ class PoolEnv:
     space = self._pool_spaces[0]  # its values as the graph carries them (float32)
     self._obs_struct = jax.ShapeDtypeStruct((self.num_envs,) + space.shape,
                                             jax.dtypes.canonicalize_dtype(space.dtype))
+    self._lives_struct = jax.ShapeDtypeStruct((self.num_envs,), np.int32)
+    # the step that follows a lost life: FIRE where the game waits for it, else a no-op
+    # (one step, where EpisodicLife and FireReset take three: each is a round trip to the
+    # pool, and a lost life comes every few dozen steps early in training)
+    self._continue = ((FIRE,) if needs_fire(self.pool.config["task"]) else (NOOP,)
+                      ) if self.atari else ()
 
   @property
   def num_envs(self) -> int:
@@ -246,54 +288,81 @@ class PoolEnv:
   def _xla(self):
     """EnvPool's (handle, recv, send, step), made with x64 on so that its specs keep their
     float64 (built at the first trace: a pool only read for its spaces registers nothing)."""
-    with jax.enable_x64(True):
+    with _x64():
       return self.pool.xla()
 
   # -- host side ------------------------------------------------------------------------
 
   def _host_reset(self, _seed):
     self.pool.async_reset()
-    with _quiet():
-      obs, *_, info = self.pool.recv()
-    return self._in_order(np.asarray(obs, self._obs_struct.dtype), info["env_id"])
+    return self._received(self._empty())
 
-  def _host_restart(self, done, obs):
-    """Steps the envs whose episode ended once more (EnvPool resets them, ignoring the
-    action) and returns ``obs`` with their new first observations in place."""
-    ids = np.flatnonzero(done).astype(np.int32)
-    action = np.zeros((len(ids),) + self._pool_spaces[1].shape, self._action_dtype)
-    self.pool.send(action, ids)
-    with _quiet():
-      first, *_, info = self.pool.recv()
-    obs = obs.copy()
-    obs[np.asarray(info["env_id"])] = np.asarray(first, obs.dtype)
-    return obs
+  def _host_restart(self, over, lost, obs, lives):
+    """New first observations (and lives) for the envs whose episode ended: a game over
+    (``over``; any env outside Atari) is stepped once more, which EnvPool takes as its
+    reset (the action is ignored); a lost life (``lost``) goes on with ``self._continue``'s
+    actions, and a game that ends on the way is reset in turn."""
+    rows = (obs.copy(), lives.copy())
+    for action in self._continue:
+      ids = np.flatnonzero(lost)
+      if not len(ids):
+        break
+      self._send(ids, action)
+      ended = self._received(rows, with_ends=True)
+      over, lost = over | ended, lost & ~ended
+    if over.any():
+      self._send(np.flatnonzero(over), 0)
+      self._received(rows)
+    return rows
 
-  def _in_order(self, rows, env_ids):
-    out = np.empty_like(rows)
-    out[np.asarray(env_ids)] = rows
-    return out
+  def _empty(self):
+    return (np.zeros(self._obs_struct.shape, self._obs_struct.dtype),
+            np.zeros(self._lives_struct.shape, np.int32))
+
+  def _send(self, ids, action) -> None:
+    actions = np.full((len(ids),) + self._pool_spaces[1].shape, action, self._action_dtype)
+    self.pool.send(actions, ids.astype(np.int32))
+
+  def _received(self, rows, with_ends: bool = False):
+    """The next ``recv``'s observations and lives written into ``rows`` at their env ids;
+    with ``with_ends``, the mask of envs whose game just ended."""
+    with _quiet():
+      first, _, terminated, truncated, info = self.pool.recv()
+    ids = np.asarray(info["env_id"])
+    obs, lives = rows
+    obs[ids] = np.asarray(first, obs.dtype)
+    lives[ids] = np.asarray(info.get("lives", 0), np.int32)
+    if not with_ends:
+      return rows
+    ended = np.zeros(len(lives), bool)
+    ended[ids] = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+    return ended
 
   # -- graph side -----------------------------------------------------------------------
 
   def reset(self, key):
     seed = jax.random.randint(key, (), 0, np.iinfo(np.int32).max)  # unused: see the doc
-    obs = host_call(self._host_reset, self._obs_struct, seed)
+    obs, lives = host_call(self._host_reset, (self._obs_struct, self._lives_struct), seed)
     zeros = jnp.zeros(self.num_envs, jnp.float32)
-    return self._observation(obs, zeros, zeros), jnp.asarray(self._xla[0])
+    return self._observation(obs, zeros, zeros), (jnp.asarray(self._xla[0]), lives)
 
   def step(self, key, state, action) -> EnvStep:
     del key  # the pool owns its randomness (seeded when built)
-    out = self._pool_step(state, action)
-    raw, terminated, truncated = out["obs"], out["terminated"], out["truncated"]
-    done = terminated | truncated
-    first = jax.lax.cond(done.any(),
-                         lambda: host_call(self._host_restart, self._obs_struct, done, raw),
-                         lambda: raw)
+    handle, lives = state
+    out = self._pool_step(handle, action)
+    raw, truncated = out["obs"], out["truncated"]
+    over = out["terminated"] | truncated  # the game's own end
+    lost = (out["lives"] < lives) & ~over if self.atari else jnp.zeros_like(over)
+    terminated = out["terminated"] | lost
+    first, lives = jax.lax.cond(
+        (over | lost).any(),
+        lambda: host_call(self._host_restart, (self._obs_struct, self._lives_struct), over,
+                          lost, raw, out["lives"]),
+        lambda: (raw, out["lives"]))
     zeros = jnp.zeros(self.num_envs, jnp.float32)
-    return EnvStep(self._observation(first, zeros, zeros), out["handle"], out["reward"],
-                   terminated, truncated,
-                   self._observation(raw, out.get("score_reward"), out.get("game_over")), {})
+    return EnvStep(self._observation(first, zeros, zeros), (out["handle"], lives),
+                   out["reward"], terminated, truncated,
+                   self._observation(raw, out["score_reward"], over), {})
 
   def _observation(self, obs, score_reward, game_over):
     """What the agent's side sees: mapped observations, with ``atari`` the score-channel
@@ -308,16 +377,16 @@ class PoolEnv:
     """EnvPool's compiled step, results in env order and in the graph's dtypes."""
     action = self._maps.action(action)
     _, _, _, pool_step = self._xla
-    with jax.enable_x64(True):
+    with _x64():
       handle, (obs, reward, terminated, truncated, info) = pool_step(
           handle, action.astype(self._action_dtype))
       order = jnp.zeros(self.num_envs, jnp.int32).at[info["env_id"]].set(
           jnp.arange(self.num_envs, dtype=jnp.int32))
-      out = {"handle": handle, "obs": obs[order].astype(self._obs_struct.dtype),
-             "reward": reward[order].astype(jnp.float32),
-             "terminated": terminated[order].astype(jnp.bool_),
-             "truncated": truncated[order].astype(jnp.bool_)}
-      if self.atari:  # the unclipped reward; a game over, not a lost life
-        out["score_reward"] = info["reward"][order].astype(jnp.float32)
-        out["game_over"] = (info["terminated"][order] > 0) | out["truncated"]
-      return out
+      lives = info.get("lives", jnp.zeros(self.num_envs, jnp.int32))
+      # Atari's "reward" info is the unclipped reward (the score channel's)
+      return {"handle": handle, "obs": obs[order].astype(self._obs_struct.dtype),
+              "reward": reward[order].astype(jnp.float32),
+              "score_reward": info.get("reward", reward)[order].astype(jnp.float32),
+              "terminated": terminated[order].astype(jnp.bool_),
+              "truncated": truncated[order].astype(jnp.bool_),
+              "lives": lives[order].astype(jnp.int32)}

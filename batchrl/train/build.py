@@ -67,10 +67,14 @@ def preprocess(env, run: RunConfig):
 
 
 def close_env(env) -> None:
-  """Stops the worker processes behind ``env`` (host envs); nothing for in-graph envs."""
+  """Stops the worker processes behind ``env`` (host envs) or EnvPool's threads (envpool
+  runs: a ``PoolEnv``, preprocessed or not); nothing for gymnax envs."""
   host = getattr(env, "batch_env", None)
   if host is not None:
     host.close()
+  pool = getattr(getattr(env, "env", env), "pool", None)
+  if pool is not None:
+    pool.close()
 
 
 def build_model(exp: Experiment):
