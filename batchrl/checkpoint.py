@@ -356,6 +356,7 @@ def restore(directory, template, *, step: int | None = None,
 
   Returns ``(state, manifest)``; ``manifest["step"]`` is the step actually restored.
   """
+  unused = frozenset(unused)
   checkpoints = list_checkpoints(directory)
   if not checkpoints:
     raise NoCheckpointError(f"no checkpoints in {directory} (looked for ckpt-<step> directories)")
@@ -368,7 +369,7 @@ def restore(directory, template, *, step: int | None = None,
       arrays, manifest = _load_verified(chosen[0])
     except _Unusable as e:
       raise CheckpointError(f"checkpoint {chosen[0].path} is unusable: {e}") from e
-    return _unflatten(template, arrays, manifest, chosen[0].path, frozenset(unused)), manifest
+    return _unflatten(template, arrays, manifest, chosen[0].path, unused), manifest
   failures = []
   for ckpt in reversed(checkpoints):
     try:
@@ -380,7 +381,7 @@ def restore(directory, template, *, step: int | None = None,
     if failures:
       _LOG.warning("restored checkpoint %s after skipping %d damaged one(s)", ckpt.path,
                    len(failures))
-    return _unflatten(template, arrays, manifest, ckpt.path, frozenset(unused)), manifest
+    return _unflatten(template, arrays, manifest, ckpt.path, unused), manifest
   raise CheckpointError(f"no usable checkpoint in {directory}:\n  " + "\n  ".join(failures))
 
 

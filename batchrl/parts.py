@@ -22,6 +22,11 @@ import numpy as np
 from batchrl.cpus import usable_cpus
 
 
+def largest_divisor(n: int, at_most: int) -> int:
+  """The largest divisor of ``n`` not above ``at_most`` (1 at least)."""
+  return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Parts:
   """``lanes`` lanes in ``count`` parts of ``size`` (the last one padded)."""
@@ -41,7 +46,7 @@ class Parts:
     (no padding: for a mean over the whole batch, each part an equal share); one part on
     other backends."""
     cores = usable_cpus() if jax.default_backend() == "cpu" else 1
-    return cls(lanes, max(c for c in range(1, min(lanes, cores) + 1) if lanes % c == 0))
+    return cls(lanes, largest_divisor(lanes, cores))
 
   @property
   def size(self) -> int:

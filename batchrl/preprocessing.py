@@ -47,8 +47,8 @@ Every type except ``sequence`` computes in float32; ``sequence`` keeps its input
 from __future__ import annotations
 
 import dataclasses
-import functools
 import difflib
+import functools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 

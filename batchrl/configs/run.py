@@ -38,13 +38,14 @@ class RunConfig:
   max_length: int | None = param(None, "Episode step limit (LimitDuration, reported as "
                                  "truncation); None keeps the env's own limit.")
   normalize_ranges: bool = param(True, "gymnasium and envpool backends: map bounded "
-                                 "observations and "
-                                 "actions to [-1, 1] (RangeNormalize + ClipAction).")
+                                 "observations and actions to [-1, 1] (RangeNormalize + "
+                                 "ClipAction).")
   atari: bool = param(False, "gymnasium backend: wrap the env (an ALE id) in the standard "
                       "Atari wrappers (batchrl.envs.atari): no-op starts, frame skip 4 with "
                       "max-pooling, episodic life and clipped rewards for the agent; reported "
                       "scores stay the raw score of whole games. envpool backend: EnvPool's "
-                      "own C++ versions of the same wrappers (batchrl.envs.pool).")
+                      "own C++ versions of the same wrappers, episodic life done by "
+                      "batchrl.envs.pool (ids <Game>NoFrameskip-v4 or ALE/<Game>-v5).")
   preprocessing: str | None = param(
       None, "Observation preprocessing inside the compiled loop (batchrl.envs.preprocessed), "
       "as JSON text: a list of batchrl.preprocessing dicts, e.g. [{\"type\": \"grayscale\"}, "

@@ -22,8 +22,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from batchrl import programs
-from batchrl import compilation_cache, simulation
+from batchrl import compilation_cache, programs, simulation
 from batchrl.configs import Experiment
 from batchrl.distributed.learner import fill_placeholders
 from batchrl.train import fused
@@ -71,7 +70,7 @@ class EnvRunner:
     start = programs.jit(functools.partial(simulation.init, self.env, self.agent), "once")
     self.sim = start(jax.random.key(seed), fill_placeholders(agent_state, seed))
     self._collect = programs.jit(functools.partial(_collect, self.env, self.agent,
-                                                self.shared_index), "loop", static_argnums=2)
+                                                   self.shared_index), "loop", static_argnums=2)
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(run, self.env))
     self._evaluate = programs.jit(lambda sim, shared: evaluate(
         sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared))),

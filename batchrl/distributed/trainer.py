@@ -24,8 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from batchrl import programs
-from batchrl import compilation_cache
+from batchrl import compilation_cache, programs
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.distributed import cluster, learner

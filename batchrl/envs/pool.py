@@ -63,7 +63,7 @@ from batchrl.envs.ale import import_ale
 from batchrl.envs.atari import FIRE, FRAME, GAME_OVER, NOOP, SCORE_REWARD
 from batchrl.envs.host_call import host_call
 from batchrl.envs.jax_env import EnvStep
-from batchrl.envs.wrappers import affine_map, normalize_mask, unit_box
+from batchrl.envs.wrappers import affine_map, normalize_mask, unit_box, unit_range
 from batchrl.errors import UserInputError, missing_extra
 
 try:  # x64 for one block: jax.enable_x64 in recent JAX, jax.experimental's before
@@ -189,8 +189,7 @@ class _Maps:
     obs_mask = normalize_mask(obs_space, setting, "observ")
     is_box = isinstance(act_space, gym.spaces.Box)
     act_mask = normalize_mask(act_space, setting, "action") if is_box else None
-    if act_mask is not None and np.all(~act_mask | ((act_space.low == -1)
-                                                    & (act_space.high == 1))):
+    if act_mask is not None and unit_range(act_space, act_mask):
       act_mask = None  # [-1, 1] already (MuJoCo's): as RangeNormalize, no rounding map
     observed = obs_space if obs_mask is None else unit_box(obs_space, obs_mask)
     acted = act_space if act_mask is None else unit_box(act_space, act_mask)
@@ -295,7 +294,10 @@ class PoolEnv:
 
   def _host_reset(self, _seed):
     self.pool.async_reset()
-    return self._received(self._empty())
+    rows = (np.zeros(self._obs_struct.shape, self._obs_struct.dtype),
+            np.zeros(self._lives_struct.shape, np.int32))
+    self._received(rows)
+    return rows
 
   def _host_restart(self, over, lost, obs, lives):
     """New first observations (and lives) for the envs whose episode ended: a game over
@@ -308,32 +310,26 @@ class PoolEnv:
       if not len(ids):
         break
       self._send(ids, action)
-      ended = self._received(rows, with_ends=True)
+      ended = self._received(rows)
       over, lost = over | ended, lost & ~ended
     if over.any():
       self._send(np.flatnonzero(over), 0)
       self._received(rows)
     return rows
 
-  def _empty(self):
-    return (np.zeros(self._obs_struct.shape, self._obs_struct.dtype),
-            np.zeros(self._lives_struct.shape, np.int32))
-
   def _send(self, ids, action) -> None:
     actions = np.full((len(ids),) + self._pool_spaces[1].shape, action, self._action_dtype)
     self.pool.send(actions, ids.astype(np.int32))
 
-  def _received(self, rows, with_ends: bool = False):
-    """The next ``recv``'s observations and lives written into ``rows`` at their env ids;
-    with ``with_ends``, the mask of envs whose game just ended."""
+  def _received(self, rows) -> np.ndarray:
+    """Writes the next ``recv``'s observations and lives into ``rows`` at their env ids;
+    returns the mask of envs whose game just ended."""
     with _quiet():
       first, _, terminated, truncated, info = self.pool.recv()
     ids = np.asarray(info["env_id"])
     obs, lives = rows
     obs[ids] = np.asarray(first, obs.dtype)
     lives[ids] = np.asarray(info.get("lives", 0), np.int32)
-    if not with_ends:
-      return rows
     ended = np.zeros(len(lives), bool)
     ended[ids] = np.asarray(terminated, bool) | np.asarray(truncated, bool)
     return ended

@@ -260,8 +260,8 @@ class RangeNormalize(Wrapper):
     # changed only actions under 2e-9 in magnitude, by rounding them to multiples of 2^-52)
     self._observ_map = affine_map(env.observation_space, self._observ_mask)
     self._action_map = affine_map(env.action_space, self._action_mask)
-    self._action_identity = self._action_mask is not None and bool(np.all(
-        ~self._action_mask | ((env.action_space.low == -1) & (env.action_space.high == 1))))
+    self._action_identity = self._action_mask is not None and unit_range(
+        env.action_space, self._action_mask)
 
   def reset(self, *, seed=None, options=None):
     observation, info = self.env.reset(seed=seed, options=options)
@@ -294,6 +294,12 @@ def affine_map(space: gym.Space, mask: np.ndarray | None):
   low, high = space.low.astype(np.float64), space.high.astype(np.float64)
   with np.errstate(invalid="ignore", over="ignore"):  # unbounded elements are masked out
     return low, high - low
+
+
+def unit_range(space: spaces.Box, mask: np.ndarray) -> bool:
+  """Whether every element ``mask`` rescales has the range [-1, 1] already (MuJoCo's
+  actions): the map is the identity, and applying it in float would only round."""
+  return bool(np.all(~mask | ((space.low == -1) & (space.high == 1))))
 
 
 def unit_box(space: spaces.Box, mask: np.ndarray) -> spaces.Box:

@@ -16,14 +16,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from batchrl import programs
-from batchrl import simulation
+from batchrl import programs, simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
+from batchrl.parts import PartRunner, Parts
 from batchrl.train import fused
 from batchrl.train.build import build_model, build_env, close_env, eval_steps
 from batchrl.train.cpu_threads import start_cpu_backend
-from batchrl.parts import PartRunner, Parts
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule

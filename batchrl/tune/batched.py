@@ -33,10 +33,10 @@ from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
 from batchrl.errors import UserInputError
 from batchrl.logging import RunLogger
+from batchrl.parts import PartRunner, Parts
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
-from batchrl.train.build import build_env, build_model, close_env, eval_steps
-from batchrl.parts import PartRunner, Parts
+from batchrl.train.build import build_env, close_env, eval_steps
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run, save_sim
 from batchrl.train.schedule import due, schedule
@@ -118,7 +118,8 @@ class GroupPrograms:
     self.init = programs.jit(jax.vmap(init, in_axes=(0, None)), "once")
     self.chunk = programs.jit(jax.vmap(chunk, in_axes=(0, 0, None)), "loop", static_argnums=2)
     self.evaluate = programs.jit(jax.vmap(evaluate), "once")
-    self.period = make(exp.config).period
+    self.model = make(exp.config)  # the group's static parts: its period, its scratch
+    self.period = self.model.period
 
 
 @dataclasses.dataclass
@@ -245,7 +246,7 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
         for i, lane in enumerate(lanes):
           if not lane.stopped or lane.stopped_at == step:  # a pruned lane: its last state
             part, index = parts.locate(i)
-            _save(lane, _take_lane(sims[part], index), iteration, step)
+            _save(lane, group.model, _take_lane(sims[part], index), iteration, step)
       if not final and stop is not None and stop():
         raise KeyboardInterrupt  # the group starts again on resume
 
@@ -262,8 +263,8 @@ def _evaluated(lane: Lane, step: int, final: bool, metrics: dict, opts: TuneOpti
   _log(lane.logger, step, "eval", metrics)
 
 
-def _save(lane: Lane, sim, iteration: int, step: int) -> None:
-  save_sim(lane.run_dir / "checkpoints", step, sim, build_model(lane.exp),
+def _save(lane: Lane, model, sim, iteration: int, step: int) -> None:
+  save_sim(lane.run_dir / "checkpoints", step, sim, model,
            config=lane.exp.to_dict(), keep=lane.exp.run.keep_checkpoints,
            counters={"iteration": iteration, "steps": step})
 

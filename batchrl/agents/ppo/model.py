@@ -37,7 +37,7 @@ from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.configclass import ConfigError
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
-from batchrl.parts import PartRunner, Parts
+from batchrl.parts import PartRunner, Parts, largest_divisor
 from batchrl.specs import EnvSpec
 
 
@@ -429,7 +429,7 @@ def _values_in_chunks(config: PPOConfig, state: PPOState):
   ``VALUE_CHUNK_FRAMES`` frames (``T`` cut at a divisor; at least one step per call) over one
   thread per usable core. The same values, up to float rounding, as ``prepare``'s."""
   steps, batch = state.buffer.reward.shape
-  per_call = _largest_divisor(steps, VALUE_CHUNK_FRAMES // batch)
+  per_call = largest_divisor(steps, VALUE_CHUNK_FRAMES // batch)
   cuts = [(start, start + per_call) for start in range(0, steps, per_call)]
 
   def values_of(obs, runner):
@@ -453,13 +453,8 @@ def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) 
     return Parts(minibatch, 1)
   threads = Parts.unpadded(minibatch).count
   per_thread = minibatch // threads
-  share = _largest_divisor(per_thread, GRADIENT_SHARE_FRAMES // length)
+  share = largest_divisor(per_thread, GRADIENT_SHARE_FRAMES // length)
   return Parts(minibatch, minibatch // share)
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-  """The largest divisor of ``n`` not above ``at_most`` (1 at least)."""
-  return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
 def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState,
