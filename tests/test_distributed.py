@@ -127,11 +127,20 @@ def test_the_learner_predicts_the_batch_runners_send(name, sets):
 
 def test_replay_agents_collect_rounds_on_policy_agents_do_not():
   ppo = families.family("ppo").make(tiny().config)
-  assert _round_size(RayOptions(envs_per_runner=2), ppo, report=10) == 1
+  plan = {"report": 64, "total": 128}
+  assert _round_size(RayOptions(envs_per_runner=2), ppo, {"report": 10, "total": 20}) == 1
   dqn = families.family("dqn").make(configs.get("dqn_cartpole").config)
-  k = _round_size(RayOptions(envs_per_runner=4, min_round_steps=512), dqn, report=64)
+  k = _round_size(RayOptions(envs_per_runner=4, min_round_steps=512), dqn, plan)
   assert 64 % k == 0 and k * 4 * dqn.period >= 512 or k == 64
-  assert _round_size(RayOptions(envs_per_runner=4, refresh_every=3), dqn, report=64) == 2
+  assert _round_size(RayOptions(envs_per_runner=4, refresh_every=3), dqn, plan) == 2
+
+
+def test_rounds_divide_the_budgets_last_shorter_phase():
+  dqn = families.family("dqn").make(configs.get("dqn_cartpole").config)
+  # phases of 64 iterations, the last one 24: rounds of a divisor of both (8)
+  k = _round_size(RayOptions(envs_per_runner=4, refresh_every=16), dqn,
+                  {"report": 64, "total": 64 * 3 + 24})
+  assert k == 8
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):

@@ -61,7 +61,9 @@ def test_learning_rate_reaches_zero_at_the_last_update_and_never_below():
   assert 0.0 < rates[total - 1] < config.learning_rate / (total - 1) * 1.01
 
 
-def test_run_iterations_are_whole_reports():
-  run = RunConfig(steps=10_000, report_every=3_000, num_envs=4)
+def test_run_iterations_are_the_budget_in_whole_updates():
+  run = RunConfig(steps=10_000, report_every=3_000, num_envs=4, min_reports=0)
   assert run.report_iterations(1000) == 3
-  assert run.iterations(1000) == 12  # 10 iterations rounded up to 4 reports of 3
+  assert run.iterations(1000) == 10  # phases of 3, 3, 3, then 1
+  assert run.iterations(3000) == 4  # 12,000 steps: the budget rounded up to whole updates
+  assert RunConfig(steps=10_000, report_every=3_000).report_iterations(1000) == 1

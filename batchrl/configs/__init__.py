@@ -14,11 +14,11 @@ import yaml
 
 from batchrl.configclass import ConfigError, Registry
 from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, value_based
-from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides
+from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides, fit_schedules
 from batchrl.errors import UserInputError
 
-__all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "get", "load",
-           "names"]
+__all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "fit_schedules",
+           "get", "load", "names"]
 
 REGISTRY = Registry("config")
 for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic, atari):
@@ -27,8 +27,9 @@ for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic, atari):
 
 
 def get(name: str) -> Experiment:
-  """The named experiment config; an unknown name is an error naming the closest ones."""
-  return REGISTRY.get(name)
+  """The named experiment config, its schedules fitted to its budget (``fit_schedules``);
+  an unknown name is an error naming the closest ones."""
+  return fit_schedules(REGISTRY.get(name))
 
 
 def names() -> list[str]:

@@ -52,7 +52,7 @@ def cartpole_fused_config() -> Experiment:
   ppo = cartpole_fused()
   every = 25 * 4096
   return Experiment("cartpole_fused", RunConfig(
-      env="CartPole-v1", backend="gymnax", num_envs=32, num_workers=0, steps=500_000,
+      env="CartPole-v1", backend="gymnax", num_envs=32, num_workers=0, steps=125 * 4096,
       report_every=every, eval_every=every, checkpoint_every=every), ppo)
 
 

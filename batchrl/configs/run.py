@@ -51,14 +51,26 @@ class RunConfig:
       "as JSON text: a list of batchrl.preprocessing dicts, e.g. [{\"type\": \"grayscale\"}, "
       "{\"type\": \"image_resize\", \"width\": 84, \"height\": 84}, {\"type\": "
       "\"sequence\", \"length\": 4}]; None = none.")
-  steps: int = param(1_000_000, "Total training environment steps.")
+  steps: int = param(1_000_000, "Total training environment steps: trained exactly, rounded "
+                      "up to whole updates (at most one update's worth over; the log says so).")
   report_every: int = param(20_000, "Training steps between reports (log line, metrics, "
-                            "TensorBoard); rounded up to whole updates. The budget is "
-                            "rounded up to whole reports.")
+                            "TensorBoard); rounded up to whole updates and clipped to the "
+                            "budget. The last report lands at the end of the budget.")
+  min_reports: int = param(10, "A run reports at least this many times: a report_every "
+                           "longer than steps / min_reports is shortened, so a short run "
+                           "still draws a curve (0 = keep report_every as it is; a "
+                           "report_every given with --set keeps its value).")
   eval_every: int = param(100_000, "Training steps between evaluation phases (0 = only "
                           "at the end).")
-  eval_steps: int | None = param(None, "Steps per env in an evaluation phase; None = "
-                                 "max_length or the env's episode limit.")
+  eval_episodes: int | None = param(None, "Episodes per evaluation, spread evenly over the "
+                                    "envs (the first ones each env plays, so short "
+                                    "episodes are not favoured); None = one per env. An "
+                                    "evaluation ends when they are done or at eval_steps.")
+  eval_steps: int | None = param(None, "Step cap per env of an evaluation; None = "
+                                 "max_length or the env's episode limit. An evaluation also "
+                                 "takes at most as many steps (over all envs) as the "
+                                 "training before it, so it never outlasts the training "
+                                 "it measures.")
   checkpoint_every: int = param(100_000, "Training steps between checkpoints (always one "
                                 "at the end).")
   keep_checkpoints: int = param(5, "How many recent checkpoints to keep.")
@@ -74,13 +86,17 @@ class RunConfig:
 
   def iterations(self, steps_per_iteration: int) -> int:
     """Iterations (updates) the run trains for, ``steps_per_iteration`` env steps each: the
-    budget rounded up to whole reports (every chunk has one length, so it compiles once)."""
-    report = self.report_iterations(steps_per_iteration)
-    return math.ceil(math.ceil(self.steps / steps_per_iteration) / report) * report
+    budget rounded up to whole iterations."""
+    return math.ceil(self.steps / steps_per_iteration)
 
   def report_iterations(self, steps_per_iteration: int) -> int:
-    """Iterations between reports (at least one)."""
-    return max(1, math.ceil(self.report_every / steps_per_iteration))
+    """Iterations between reports: ``report_every`` in whole iterations, clipped to the
+    budget and shortened to give at least ``min_reports`` reports (at least one)."""
+    total = self.iterations(steps_per_iteration)
+    report = min(math.ceil(self.report_every / steps_per_iteration), total)
+    if self.min_reports:
+      report = min(report, total // self.min_reports)
+    return max(1, report)
 
   def __post_init__(self):
     if self.backend not in BACKENDS:
@@ -91,9 +107,13 @@ class RunConfig:
     for name in ("num_envs", "steps", "report_every", "keep_checkpoints"):
       if getattr(self, name) < 1:
         raise ConfigError(f"run.{name} must be >= 1, got {getattr(self, name)}.")
-    for name in ("num_workers", "eval_every", "checkpoint_every"):
+    for name in ("num_workers", "eval_every", "checkpoint_every", "min_reports"):
       if getattr(self, name) < 0:
         raise ConfigError(f"run.{name} must be >= 0, got {getattr(self, name)}.")
+    for name in ("eval_episodes", "eval_steps"):
+      if getattr(self, name) is not None and getattr(self, name) < 1:
+        raise ConfigError(f"run.{name} must be None or an int >= 1, got "
+                          f"{getattr(self, name)!r}.")
     if self.xla_threads is not None and self.xla_threads < 1:  # the type is checked already
       raise ConfigError(f"run.xla_threads must be None or an int >= 1, got "
                         f"{self.xla_threads!r}.")
@@ -161,7 +181,7 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
       agent_items.append(f"{field}={value}")
     else:
       raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp.agent))
-  run = override(exp.run, run_items)
+  run = override(exp.run, _keep_report_period(run_items))
   config = override(exp.config, agent_items)
   fit = family(exp.agent).fit_schedules
   if fit is not None and _iterations(exp.run, exp.config) != _iterations(run, config):
@@ -170,6 +190,27 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
     config = override(fit(config, lambda period: run.iterations(period * run.num_envs)),
                       agent_items)
   return dataclasses.replace(exp, run=run, config=config)
+
+
+def _keep_report_period(run_items: list[str]) -> list[str]:
+  """A ``report_every`` the user gives is kept as given: ``min_reports=0`` with it, unless
+  ``min_reports`` is given too."""
+  keys = {item.partition("=")[0].strip() for item in run_items}
+  if "report_every" in keys and "min_reports" not in keys:
+    return [*run_items, "min_reports=0"]
+  return run_items
+
+
+def fit_schedules(exp: Experiment) -> Experiment:
+  """``exp`` with the agent's schedules that count updates (``total_updates`` of PPO and
+  VPG) set to the updates its run trains, so a learning rate annealed to 0 reaches 0 at the
+  run's last update and not before."""
+  fit = family(exp.agent).fit_schedules
+  if fit is None:
+    return exp
+  run = exp.run
+  config = fit(exp.config, lambda period: run.iterations(period * run.num_envs))
+  return exp if config == exp.config else dataclasses.replace(exp, config=config)
 
 
 def _iterations(run: RunConfig, config) -> int | None:

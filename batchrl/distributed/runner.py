@@ -26,7 +26,7 @@ from batchrl import compilation_cache, programs, simulation
 from batchrl.configs import Experiment
 from batchrl.distributed.learner import fill_placeholders
 from batchrl.train import fused
-from batchrl.train.build import build_model, build_env, close_env, eval_steps
+from batchrl.train.build import build_env, build_model, close_env, eval_kind, eval_steps
 
 
 def with_shared(agent_state, index: Sequence[int], shared: Sequence[Any]):
@@ -71,10 +71,11 @@ class EnvRunner:
     self.sim = start(jax.random.key(seed), fill_placeholders(agent_state, seed))
     self._collect = programs.jit(functools.partial(_collect, self.env, self.agent,
                                                    self.shared_index), "loop", static_argnums=2)
-    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(run, self.env))
-    self._evaluate = programs.jit(lambda sim, shared: evaluate(
-        sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared))),
-        "once")
+    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(run, self.env),
+                                   run.eval_episodes)
+    self._evaluate = programs.jit(lambda sim, shared, cap: evaluate(
+        sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared)),
+        cap), eval_kind(self.env))
     self._restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
 
   def pid(self) -> int:
@@ -87,10 +88,11 @@ class EnvRunner:
     rollout = jax.device_get(rollout)
     return {"rollout": rollout, "version": version, "seconds": time.perf_counter() - start}
 
-  def evaluate(self, shared: list) -> dict:
-    """First-episode stats of the deterministic policy on this runner's envs; the envs are
-    restarted afterwards (evaluation used them), as in a local run."""
-    stats = jax.device_get(self._evaluate(self.sim, shared))
+  def evaluate(self, shared: list, cap: int) -> dict:
+    """First-episodes stats of the deterministic policy on this runner's envs, at most
+    ``cap`` steps each (``fused.make_evaluate``); the envs are restarted afterwards
+    (evaluation used them), as in a local run."""
+    stats = jax.device_get(self._evaluate(self.sim, shared, np.int32(cap)))
     self.sim = self._restart(self.sim)
     return {k: np.asarray(v) for k, v in stats.items()}
 

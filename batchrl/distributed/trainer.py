@@ -15,6 +15,7 @@ updates old.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -32,7 +33,7 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
-from batchrl.train.build import agent_spaces, build_model
+from batchrl.train.build import agent_spaces, build_model, eval_cap
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -73,7 +74,7 @@ class DistributedTrainer:
     self.spec = EnvSpec(*agent_spaces(exp.run), exp.run.num_envs)  # after preprocessing
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
-    self.rounds_of = _round_size(options, self.agent, self.plan["report"])
+    self.rounds_of = _round_size(options, self.agent, self.plan)
     self.axes = learner.env_axes(self.agent, self.spec)
     self.shared_index = learner.shared_index(self.agent, self.spec, self.axes)
     self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
@@ -90,7 +91,7 @@ class DistributedTrainer:
   def start(self) -> "DistributedTrainer":
     """Starts the runners (Ray must be initialised); returns self."""
     remote = self._ray.remote(num_cpus=self.options.runner_cpus)(EnvRunner)
-    exp_dict = self.exp.to_dict()
+    exp_dict = _runner_experiment(self.exp, options.runners).to_dict()
     compile_cache = compilation_cache.settings()
     options = self.options
 
@@ -164,9 +165,11 @@ class DistributedTrainer:
 
   def eval_phase(self) -> dict[str, Any]:
     """The deterministic policy on every runner's envs, episodes pooled."""
-    stats = self.pool.finish(self.pool.start("evaluate", self._shared()))
-    return summarize({name: np.array([float(s[name]) for s in stats])
-                      for name in ("episodes", "mean_score", "mean_length")})
+    cap = eval_cap(self.exp.run, self.step)
+    stats = self.pool.finish(self.pool.start("evaluate", self._shared(), cap))
+    metrics = summarize({name: np.array([float(s[name]) for s in stats])
+                         for name in ("episodes", "mean_score", "mean_length")})
+    return {**metrics, "eval_steps": float(max(s["steps"] for s in stats))}
 
   def summaries(self) -> dict:
     """The agent's TensorBoard material, from the learner's state."""
@@ -177,14 +180,24 @@ class DistributedTrainer:
       self.pool.close()
 
 
-def _round_size(options: RayOptions, agent, report: int) -> int:
+def _runner_experiment(exp: Experiment, runners: int) -> Experiment:
+  """What each runner builds: the run's ``eval_episodes`` shared out over the runners."""
+  episodes = exp.run.eval_episodes
+  if episodes is None:
+    return exp
+  run = dataclasses.replace(exp.run, eval_episodes=math.ceil(episodes / runners))
+  return dataclasses.replace(exp, run=run)
+
+
+def _round_size(options: RayOptions, agent, plan: dict[str, int]) -> int:
   """K: 1 for on-policy agents; for replay agents ``refresh_every`` (or enough iterations
-  for about ``min_round_steps`` env steps per runner call), a divisor of ``report`` so every
-  round has the same length (one compiled program)."""
+  for about ``min_round_steps`` env steps per runner call), a divisor of every train
+  phase's length (``plan["report"]`` and the budget's last, shorter phase) so every round
+  has the same length (one compiled program)."""
   if agent.on_policy:
     return 1
   want = options.refresh_every or max(1, math.ceil(
       options.min_round_steps / (options.envs_per_runner * agent.period)))
-  want = min(want, report)
-  return max(d for d in range(1, want + 1) if report % d == 0)
-
+  phases = math.gcd(plan["report"], plan["total"] % plan["report"] or plan["report"])
+  want = min(want, phases)
+  return max(d for d in range(1, want + 1) if phases % d == 0)

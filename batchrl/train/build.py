@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 
@@ -120,3 +121,17 @@ def eval_steps(run: RunConfig, env) -> int:
     raise ConfigError(f"run.eval_steps is None and {run.env} has no known episode limit; "
                       "set run.eval_steps or run.max_length.")
   return int(limit)
+
+
+def eval_cap(run: RunConfig, trained_steps: int) -> int:
+  """Steps per env an evaluation after ``trained_steps`` training steps may take (on top of
+  ``eval_steps``' cap): as many as the training before it, over all envs, so an evaluation
+  never outlasts the training it measures by more than its act steps cost."""
+  return max(1, math.ceil(trained_steps / run.num_envs))
+
+
+def eval_kind(env) -> str:
+  """How an evaluation is compiled (``programs.jit``'s kinds): ``"loop"`` (optimized) for
+  image observations, where a convolutional policy unoptimized runs several times slower
+  than it compiles; ``"once"`` (compiled fast, run for a moment) for the rest."""
+  return "loop" if len(env.single_observation_space.shape or ()) >= 3 else "once"

@@ -80,26 +80,61 @@ def _observe(env, agent: Model, num_steps: int, sim: SimState):
   return sim, {**episode_stats(rollout), **means, "updates": count}
 
 
-def make_evaluate(env, agent: Model, num_steps: int) -> Callable[[SimState], dict]:
-  """A pure ``evaluate(sim) -> stats`` of the deterministic policy (the mode).
+def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
+                  ) -> Callable[..., dict]:
+  """A pure ``evaluate(sim, max_steps=None) -> stats`` of the deterministic policy (the mode).
 
   Restarts every env, lets the agent know that the running episodes ended (so recurrent
-  carries start fresh), runs ``num_steps`` steps in ``"track"`` mode and averages over the
-  *first* episode each env finished (later, shorter ones would bias the mean). Returns
-  ``episodes`` (how many finished), ``mean_score`` and ``mean_length`` (NaN when none).
-  The training state is not changed: use the returned stats only.
+  carries start fresh), then steps every env in ``"track"`` mode until each has finished
+  its share of ``episodes`` (spread evenly over the ``B`` envs; None = one per env) or
+  ``num_steps`` steps (and ``max_steps``, a traced cap, when given) were taken. Each env
+  counts its *first* episodes, so short episodes are not favoured. Returns ``episodes``
+  (how many finished), ``mean_score`` and ``mean_length`` (NaN when none) and ``steps``
+  (steps per env taken). The training state is not changed: use the returned stats only.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
+  if episodes is not None and (not isinstance(episodes, int) or episodes < 1):
+    raise ValueError(f"episodes must be None or a positive int, got {episodes!r}.")
+  step = functools.partial(simulate, env, agent, num_steps=1, mode="track", deterministic=True)
 
-  def evaluate(sim: SimState) -> dict:
+  def evaluate(sim: SimState, max_steps=None) -> dict:
     sim = restart(env, sim)
     sim = sim._replace(agent_state=_end_episodes(agent, sim))
-    _, rollout = simulate(env, agent, sim, num_steps, mode="track",
-                                  deterministic=True)
-    return first_episode_stats(rollout)
+    share = _shares(sim.episode_return.shape[0], episodes)
+    cap = num_steps if max_steps is None else jnp.minimum(num_steps, max_steps)
+    zeros = jnp.zeros(share.shape, jnp.float32)
+    start = (sim, jnp.zeros(share.shape, jnp.int32), zeros, zeros, jnp.int32(0))
+
+    def more(carry):
+      _, count, _, _, t = carry
+      return jnp.logical_and(t < cap, jnp.any(count < share))
+
+    def one_step(carry):
+      sim, count, score, length, t = carry
+      sim, rollout = step(sim=sim)
+      counted = jnp.logical_and(rollout.done[0], count < share)
+      score = score + jnp.where(counted, rollout.episode_return[0], 0.0)
+      length = length + jnp.where(counted, rollout.episode_length[0], 0.0)
+      return sim, count + counted, score, length, t + 1
+
+    _, count, score, length, t = jax.lax.while_loop(more, one_step, start)
+    total = jnp.sum(count)
+    mean = lambda x: jnp.where(total > 0, jnp.sum(x) / jnp.maximum(total, 1),  # noqa: E731
+                               jnp.float32(jnp.nan))
+    return {"episodes": total, "mean_score": mean(score), "mean_length": mean(length),
+            "steps": t}
 
   return evaluate
+
+
+def _shares(num_envs: int, episodes: int | None) -> jax.Array:
+  """Episodes each env plays in an evaluation: ``episodes`` spread evenly (the first
+  ``episodes % num_envs`` envs play one more), one each when None."""
+  if episodes is None:
+    return jnp.ones((num_envs,), jnp.int32)
+  base, extra = divmod(episodes, num_envs)
+  return jnp.asarray([base + (i < extra) for i in range(num_envs)], jnp.int32)
 
 
 def _end_episodes(agent: Model, sim: SimState):
@@ -135,21 +170,37 @@ def init_sim(env, agent: Model, key: jax.Array, num_seeds: int | None = None) ->
 
 def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
                    steps_per_iteration: int | None = None):
-  """A compiled ``run_chunk(sim, num_iterations) -> (sim, infos)``.
+  """A compiled ``run_chunk(sim, num_iterations, length=None) -> (sim, infos)``.
 
-  Scans ``num_iterations`` (a Python int; each new value compiles once) iterations and
-  stacks their infos ``[num_iterations]``; with ``num_seeds`` the sim carries a leading
-  seed axis (from ``init_sim(..., num_seeds)``) and infos are ``[num_seeds, num_iterations]``.
+  Runs ``num_iterations`` iterations and stacks their infos ``[num_iterations]``; with
+  ``num_seeds`` the sim carries a leading seed axis (from ``init_sim(..., num_seeds)``) and
+  infos are ``[num_seeds, num_iterations]``. The program is compiled once per ``length``
+  (default ``num_iterations``) and runs any ``num_iterations <= length`` (a traced count):
+  a run's last, shorter train phase reuses the program of its full ones.
   Chunks chain exactly: ``run_chunk(run_chunk(sim, a)[0], b)`` equals ``run_chunk(sim, a + b)``.
   """
   if num_seeds is not None:
     _check_seeds(num_seeds)
   if agent.top_level_update and agent.period is not None:
     return _iterate_on_top(env, agent, num_seeds)
-  run = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
+  run = _loop_iterations(make_iteration(env, agent, steps_per_iteration))
   if num_seeds is not None:
     run = _over_seeds(run)
-  return programs.jit(run, "loop", static_argnums=1)
+  compiled = programs.jit(run, "loop", static_argnums=2)
+  seed_axis = int(num_seeds is not None)
+
+  def run_chunk(sim: SimState, num_iterations: int, length: int | None = None):
+    length = num_iterations if length is None else length
+    if not 1 <= num_iterations <= length:
+      raise ValueError(f"num_iterations must be in [1, length={length}], got "
+                       f"{num_iterations!r}.")
+    sim, infos = compiled(sim, jnp.int32(num_iterations), length)
+    if num_iterations < length:  # the rows past the count were never written
+      infos = jax.tree.map(lambda x: jax.lax.slice_in_dim(x, 0, num_iterations,
+                                                          axis=seed_axis), infos)
+    return sim, infos
+
+  return run_chunk
 
 
 def _iterate_on_top(env, agent: Model, num_seeds: int | None):
@@ -165,7 +216,8 @@ def _iterate_on_top(env, agent: Model, num_seeds: int | None):
     rollout, update = jax.vmap(rollout), jax.vmap(update)
   rollout, update = programs.jit(rollout, "loop"), programs.jit(update, "loop")
 
-  def run_chunk(sim: SimState, num_iterations: int):
+  def run_chunk(sim: SimState, num_iterations: int, length: int | None = None):
+    del length  # one program per iteration: any count runs without compiling
     infos = []
     for _ in range(num_iterations):
       sim, stats = rollout(sim)
@@ -206,9 +258,28 @@ def _scan_iterations(iteration):
   return run
 
 
+def _loop_iterations(iteration):
+  """``run(sim, count, length)``: ``count`` (traced) iterations, infos stacked in ``[length]``
+  rows (those past ``count`` are zeros)."""
+  iteration = jax.jit(iteration)  # traced once: for the info shapes and for the loop body
+
+  def run(sim: SimState, count: jax.Array, length: int):
+    shapes = jax.eval_shape(iteration, sim)[1]
+    rows = jax.tree.map(lambda s: jnp.zeros((length, *s.shape), s.dtype), shapes)
+
+    def body(i, carry):
+      sim, rows = carry
+      sim, info = iteration(sim)
+      return sim, jax.tree.map(lambda r, x: r.at[i].set(x), rows, info)
+
+    return jax.lax.fori_loop(0, count, body, (sim, rows))
+
+  return run
+
+
 def _over_seeds(run):
-  def batched(sim: SimState, num_iterations: int):
-    return jax.vmap(lambda s: run(s, num_iterations))(sim)
+  def batched(sim: SimState, *args):
+    return jax.vmap(lambda s: run(s, *args))(sim)
 
   return batched
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from batchrl import programs, simulation
@@ -21,7 +22,8 @@ from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.parts import PartRunner, Parts
 from batchrl.train import fused
-from batchrl.train.build import build_model, build_env, close_env, eval_steps
+from batchrl.train.build import (build_env, build_model, close_env, eval_cap, eval_kind,
+                                 eval_steps)
 from batchrl.train.cpu_threads import start_cpu_backend
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
@@ -53,9 +55,11 @@ class LocalTrainer:
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds)
-    # evaluation, restarts and summaries run for a moment: compiled without optimization
-    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env))
-    self.evaluate = programs.jit(jax.vmap(evaluate) if seeds else evaluate, "once")
+    evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env),
+                                   exp.run.eval_episodes)
+    self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, None)) if seeds else evaluate,
+                                 eval_kind(self.env))
+    # restarts and summaries run for a moment: compiled without optimization
     self.restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
@@ -70,7 +74,8 @@ class LocalTrainer:
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
     first_part = self._parts.split(self.sim)[0]
-    self._eval_compiling = programs.compile_ahead(lambda: self.evaluate.lower(first_part))
+    self._eval_compiling = programs.compile_ahead(
+        lambda: self.evaluate.lower(first_part, jnp.int32(1)))
 
   @property
   def step(self) -> int:
@@ -89,7 +94,9 @@ class LocalTrainer:
 
   def train_phase(self, iterations: int) -> dict[str, Any]:
     start = time.perf_counter()
-    outs = self._runner.each(lambda sim: self.run_chunk(sim, iterations),
+    # one program for every phase: the last, shorter one runs in the full ones' program
+    length = max(iterations, self.plan["report"])
+    outs = self._runner.each(lambda sim: self.run_chunk(sim, iterations, length),
                              self._parts.split(self.sim))
     self.sim = self._parts.join([sim for sim, _ in outs])
     infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
@@ -102,11 +109,13 @@ class LocalTrainer:
 
   def eval_phase(self) -> dict[str, Any]:
     self._eval_compiling.join()
+    cap = jnp.int32(eval_cap(self.exp.run, self.step))
     stats = self._parts.join_host(jax.device_get(
-        self._runner.each(self.evaluate, self._parts.split(self.sim))))
+        self._runner.each(lambda sim: self.evaluate(sim, cap), self._parts.split(self.sim))))
     if self.exp.run.backend != "gymnax":
       self.sim = self.restart(self.sim)  # evaluation used the same host envs
-    metrics = {k: nan_mean(v) for k, v in stats.items()}
+    metrics = {k: nan_mean(v) for k, v in stats.items() if k != "steps"}
+    metrics["eval_steps"] = float(np.max(stats["steps"]))
     if self.seeds:
       metrics.update(per_seed_metrics(np.asarray(stats["mean_score"])))
     return metrics

@@ -1,21 +1,22 @@
 """``run``: the loop that drives any ``Trainer`` through its budget, logging as it goes.
 
-Train phases of ``plan["report"]`` iterations alternate with evaluations and checkpoints at
-the plan's cadence; every report goes to ``metrics.jsonl``, TensorBoard and the progress
-bar. The loop starts from the trainer's latest checkpoint, so running it again resumes.
+Train phases of ``plan["report"]`` iterations (the last one what is left of the budget)
+alternate with evaluations and checkpoints at the plan's cadence; every report goes to
+``metrics.jsonl``, TensorBoard and the progress bar. The loop starts from the trainer's latest checkpoint, so running it again resumes.
 When ``stop()`` turns true (``batchrl train``: the first Ctrl-C, see ``train.interrupt``),
 the loop checkpoints after the train phase under way and returns.
 """
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
 from batchrl.logging import Progress, RunLogger
-from batchrl.train.schedule import due
+from batchrl.train.schedule import budget_note, due, phase_length
 from batchrl.train.trainer import Trainer
 
 log = logging.getLogger("batchrl")
@@ -36,6 +37,9 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
   if trainer.iteration >= plan["total"]:
     log.info("%s is already complete (step %d); nothing to train.", run_dir, trainer.step)
     return {}
+  note = budget_note(trainer.exp.run, trainer.steps_per_iteration)
+  if note:
+    log.info(note)
   logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
   bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
                  enabled=progress)
@@ -44,15 +48,16 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
   with logger, bar:
     while trainer.iteration < plan["total"]:
       before = trainer.iteration
-      metrics = trainer.train_phase(plan["report"])
-      trainer.iteration += plan["report"]
+      length = phase_length(plan, trainer.iteration)
+      metrics = trainer.train_phase(length)
+      trainer.iteration += length
       final = trainer.iteration >= plan["total"]
       _log(logger, bar, trainer.step, "train", metrics)
       _log_summaries(logger, trainer.step, trainer.summaries())
       # asked to stop: checkpoint now, skipping an evaluation that was due (it takes time)
       stopping = not final and stop is not None and stop()
       if not stopping and due(before, trainer.iteration, plan["eval"], final):
-        last_eval = trainer.eval_phase()
+        last_eval = _evaluate(trainer, bar)
         verdict = on_eval(trainer.step, last_eval) if on_eval is not None else None
         if verdict and not final:
           last_eval, stopping = {**last_eval, "stopped": verdict}, True
@@ -62,6 +67,14 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
       if stopping:
         break
   return last_eval
+
+
+def _evaluate(trainer: Trainer, bar: Progress) -> dict[str, Any]:
+  """One evaluation phase, shown in the progress bar; its wall time is ``eval_seconds``."""
+  bar.update(trainer.step, phase="evaluating")
+  start = time.perf_counter()
+  metrics = trainer.eval_phase()
+  return {**metrics, "eval_seconds": time.perf_counter() - start}
 
 
 def _log_summaries(logger: RunLogger, step: int, summary: dict) -> None:
