@@ -3,15 +3,28 @@
 Layout of ``directory``::
 
     ckpt-000000010000/
-      state.msgpack    every array leaf, keyed by its pytree path (flax msgpack encoding)
-      manifest.json    format, versions, step, config, counters, leaf table, SHA-256 of files
+      state.msgpack        every array leaf, keyed by its pytree path (flax msgpack encoding)
+      newest-only.msgpack  the leaves ``save`` was told only the newest checkpoint keeps (a
+                           run's replay memory), if any; removed once a later one is written
+      manifest.json        format, versions, step, config, counters, leaf table, SHA-256 of
+                           files; ``dropped``: the leaves a later checkpoint removed
 
 A checkpoint is written into a hidden temporary directory, fsync-ed, and renamed into place,
 so a crash leaves either the whole checkpoint or a temporary directory that is ignored and
 removed by the next ``save``. ``restore`` verifies the manifest and every file; if the
 newest checkpoint is damaged it warns loudly and falls back to the previous good one.
 
-One process writes to a directory at a time (the trainer); readers may run alongside.
+Leaves kept by the newest checkpoint only (``save``'s ``newest_only``) are what makes a
+replay run's checkpoints big (its memory, e.g. 1M transitions); the others are small. When a
+checkpoint of a later step is installed, older ones lose that file: their manifest is
+rewritten (atomically: ``dropped`` names the leaves and the step that dropped them) before
+the file is removed, so a crash in between leaves a checkpoint that is whole as its manifest
+says, and the next ``save`` removes the orphaned file. ``restore`` of such a checkpoint takes
+the dropped leaves from the template.
+
+One process writes to a directory at a time (the trainer); readers may run alongside (a
+reader restoring an older checkpoint by step while its file is being dropped may find it
+missing and fall back, as for any damaged checkpoint).
 """
 from __future__ import annotations
 
@@ -37,9 +50,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from batchrl.configclass import atomic_write_text
+
 FORMAT = "batchrl-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: newest_only / dropped leaves; written only by checkpoints that have them
 STATE_FILE = "state.msgpack"
+NEWEST_ONLY_FILE = "newest-only.msgpack"
 MANIFEST_FILE = "manifest.json"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 _TMP_PREFIX = ".tmp-ckpt-"
@@ -56,7 +72,8 @@ class NoCheckpointError(CheckpointError, FileNotFoundError):
 
 
 class CheckpointWarning(UserWarning):
-  """A damaged checkpoint was skipped in favour of an older one."""
+  """A restore got less than the newest whole checkpoint: a damaged one was skipped in favour
+  of an older one, or (``batchrl.train.rundir``) the one restored holds no replay memory."""
 
 
 class _Unusable(Exception):
@@ -203,13 +220,18 @@ def leaf_names(tree) -> set[str]:
 def _unflatten(template, arrays: dict, manifest: dict, where: Path,
                unused: frozenset = frozenset()):
   """Rebuild ``template``'s structure from stored arrays, or name every mismatching leaf
-  (stored leaves named in ``unused`` are left out on purpose, not a mismatch)."""
+  (stored leaves named in ``unused`` are left out on purpose, not a mismatch); leaves the
+  manifest lists as ``dropped`` are the template's, as they are."""
   path_leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
   table = manifest.get("leaves", {})
+  dropped = frozenset(manifest.get("dropped", ()))
   problems, leaves, names = [], [], set()
   for path, leaf in path_leaves:
     name = _path_str(path)
     names.add(name)
+    if name not in arrays and name in dropped:
+      leaves.append(leaf)
+      continue
     if name not in arrays:
       problems.append(f"{name}: in the template but not in the checkpoint")
       continue
@@ -265,16 +287,17 @@ def _checksum(body: dict) -> str:
   return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _make_manifest(step: int, config, counters, table: dict, files: dict) -> dict:
+def _make_manifest(step: int, config, counters, table: dict, files: dict,
+                   newest_only: list[str]) -> dict:
   now = time.time()
   body = {
-      "format": FORMAT, "format_version": FORMAT_VERSION, "step": step,
+      "format": FORMAT, "format_version": FORMAT_VERSION if newest_only else 1, "step": step,
       "created": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
       "created_unix": now, "versions": _versions(),
       "config_class": (f"{type(config).__module__}.{type(config).__qualname__}"
                        if dataclasses.is_dataclass(config) else None),
       "config": _jsonable(config, "config"), "counters": _jsonable(counters or {}, "counters"),
-      "leaves": table, "files": files,
+      "leaves": table, "files": files, **({"newest_only": newest_only} if newest_only else {}),
   }
   return {**body, "checksum": _checksum(body)}
 
@@ -325,14 +348,25 @@ def _load_verified(ckpt: CheckpointInfo) -> tuple[dict, dict]:
   files = manifest.get("files")
   if not isinstance(files, dict) or STATE_FILE not in files:
     raise _Unusable(f"{MANIFEST_FILE} does not list {STATE_FILE}")
+  if manifest.get("newest_only") and NEWEST_ONLY_FILE not in files:
+    raise _Unusable(f"{MANIFEST_FILE} names newest-only leaves but does not list "
+                    f"{NEWEST_ONLY_FILE}")
   contents = {name: _read_verified(ckpt.path, name, meta) for name, meta in files.items()}
-  try:
-    arrays = serialization.msgpack_restore(contents[STATE_FILE])
-  except Exception as e:  # hash matched, so this is a writer bug; still never fatal here
-    raise _Unusable(f"{STATE_FILE} cannot be decoded: {e}") from e
-  if not isinstance(arrays, dict):
-    raise _Unusable(f"{STATE_FILE} does not hold a table of arrays")
+  arrays = {}
+  for name in (STATE_FILE, NEWEST_ONLY_FILE):
+    if name in contents:
+      arrays.update(_decoded(name, contents.pop(name)))
   return arrays, manifest
+
+
+def _decoded(name: str, data: bytes) -> dict:
+  try:
+    arrays = serialization.msgpack_restore(data)
+  except Exception as e:  # hash matched, so this is a writer bug; still never fatal here
+    raise _Unusable(f"{name} cannot be decoded: {e}") from e
+  if not isinstance(arrays, dict):
+    raise _Unusable(f"{name} does not hold a table of arrays")
+  return arrays
 
 
 def _warn_skipped(ckpt: CheckpointInfo, reason: str) -> None:
@@ -352,9 +386,13 @@ def restore(directory, template, *, step: int | None = None,
   template mismatch is raised at once (older checkpoints would not match either).
   With ``step``, exactly that checkpoint is restored, or an error raised. ``unused``: names
   of leaves (``leaf_names``) a checkpoint may hold that ``template`` leaves out on purpose
-  (checkpoints written before a state stopped saving them); they are skipped.
+  (checkpoints written before a state stopped saving them); they are skipped. Leaves a
+  checkpoint no longer holds (``save``'s ``newest_only``, dropped when a later checkpoint was
+  written) are the template's, as they are: pass concrete arrays for those.
 
-  Returns ``(state, manifest)``; ``manifest["step"]`` is the step actually restored.
+  Returns ``(state, manifest)``; ``manifest["step"]`` is the step actually restored, and
+  ``manifest.get("dropped")`` the names of the leaves taken from the template (none: all
+  were stored).
   """
   unused = frozenset(unused)
   checkpoints = list_checkpoints(directory)
@@ -438,13 +476,57 @@ def _prune(directory: Path, keep: int | None) -> None:
     shutil.rmtree(ckpt.path, ignore_errors=True)
 
 
+def _drop_newest_only(directory: Path, step: int) -> None:
+  """Checkpoints before ``step`` lose their newest-only file: manifest first (atomic
+  rename), then the file, so every state on disk is a whole checkpoint. Never fatal: the
+  checkpoint just written is installed; a failure here costs disk, not data."""
+  for ckpt in list_checkpoints(directory):
+    if ckpt.step >= step or not (ckpt.path / NEWEST_ONLY_FILE).exists():
+      continue  # a later one (its run went back to an earlier checkpoint) keeps its file
+    try:
+      _drop_file(ckpt, step)
+    except (_Unusable, OSError) as e:
+      _LOG.warning("could not remove %s from %s (it stays, taking disk): %s",
+                   NEWEST_ONLY_FILE, ckpt.path, e)
+
+
+def _drop_file(ckpt: CheckpointInfo, step: int) -> None:
+  manifest = _read_manifest(ckpt.path, ckpt.step)
+  for leftover in ckpt.path.glob(f".{MANIFEST_FILE}.*.tmp"):  # a crash in an earlier drop
+    leftover.unlink(missing_ok=True)
+  if NEWEST_ONLY_FILE in manifest.get("files", {}):
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    body["files"] = {k: v for k, v in body["files"].items() if k != NEWEST_ONLY_FILE}
+    body["dropped"] = body.pop("newest_only", [])
+    body["dropped_by_step"] = step
+    atomic_write_text(ckpt.path / MANIFEST_FILE,
+                      json.dumps({**body, "checksum": _checksum(body)}, indent=1))
+    _fsync_dir(ckpt.path)
+  (ckpt.path / NEWEST_ONLY_FILE).unlink(missing_ok=True)
+  _fsync_dir(ckpt.path)
+
+
+def _payloads(arrays: dict, newest_only: frozenset) -> dict[str, dict]:
+  """The arrays of each file: ``STATE_FILE`` and, if any, ``NEWEST_ONLY_FILE``."""
+  unknown = sorted(newest_only - set(arrays))
+  if unknown:
+    raise CheckpointError(f"newest_only names leaves the state does not have: "
+                          f"{', '.join(unknown[:5])}" + (" ..." if len(unknown) > 5 else ""))
+  files = {STATE_FILE: {k: v for k, v in arrays.items() if k not in newest_only}}
+  if newest_only:
+    files[NEWEST_ONLY_FILE] = {k: arrays[k] for k in sorted(newest_only)}
+  return files
+
+
 def save(directory, step: int, state, *, config=None, counters: Mapping[str, Any] | None = None,
-         keep: int | None = 5) -> Path:
+         keep: int | None = 5, newest_only: set[str] | frozenset = frozenset()) -> Path:
   """Write ``state`` as checkpoint ``step`` atomically; returns its directory.
 
   ``config`` (a dataclass or a dict) and ``counters`` (e.g. env steps, episodes) are stored
   in the manifest as JSON. The newest ``keep`` checkpoints by step are kept (None: all);
-  a checkpoint of the same step is replaced.
+  a checkpoint of the same step is replaced. ``newest_only``: names of leaves
+  (``leaf_names``) written to their own file, which checkpoints of earlier steps lose once
+  this one is installed (a run's replay memory: the disk holds one copy, not ``keep``).
   """
   if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
     raise CheckpointError(f"step must be a non-negative int, got {step!r}")
@@ -452,15 +534,19 @@ def save(directory, step: int, state, *, config=None, counters: Mapping[str, Any
     raise CheckpointError(f"keep must be a positive int or None (keep all), got {keep!r}")
   step = int(step)
   arrays, table = _flatten_state(state)
-  payload = serialization.msgpack_serialize(arrays)
+  parts = _payloads(arrays, frozenset(newest_only))
+  del arrays
   directory = Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   _remove_leftovers(directory)
   tmp = directory / f"{_TMP_PREFIX}{step:012d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
   tmp.mkdir()
   try:
-    files = {STATE_FILE: _write_file(tmp / STATE_FILE, payload)}
-    manifest = _make_manifest(step, config, counters, table, files)
+    files = {}
+    while parts:  # one serialized file in memory at a time
+      name, part = parts.popitem()
+      files[name] = _write_file(tmp / name, serialization.msgpack_serialize(part))
+    manifest = _make_manifest(step, config, counters, table, files, sorted(newest_only))
     _write_file(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode("utf-8"))
     _fsync_dir(tmp)
     final = _install(directory, tmp, step)
@@ -468,4 +554,5 @@ def save(directory, step: int, state, *, config=None, counters: Mapping[str, Any
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   _prune(directory, keep)
+  _drop_newest_only(directory, step)
   return final

@@ -1,22 +1,30 @@
 """``ppo_atari`` against SB3's PPO on Breakout: whole-process time for the same agent steps.
 
-Issue 18's target: ``batchrl train --config ppo_atari`` trains N agent steps (default 20480,
-20 updates of 8 envs x 128 steps) in at most 0.33x the whole-process time of SB3's PPO with
-the rl-zoo Atari settings (8 envs, Nature CNN, 128 steps, 4 epochs of 256, frame stack 4,
-the standard Atari wrappers), measured in the same run::
+The target (issue 28): ``batchrl train --config ppo_atari --set steps=20000``, the command
+as a user types it (its default final evaluation included), in at most 0.9x the
+whole-process time of SB3's PPO with the rl-zoo Atari settings (8 envs, Nature CNN, 128
+steps, 4 epochs of 256, frame stack 4, the standard Atari wrappers) for the same steps,
+measured in the same run::
 
     nice -n 10 python benchmarks/atari.py                # both, then the ratio
     nice -n 10 python benchmarks/atari.py --only ours    # or --only sb3
-    python benchmarks/atari.py --sb3 --steps 20480       # the SB3 job itself (peers venv)
+    python benchmarks/atari.py --sb3 --steps 20000       # the SB3 job itself (peers venv)
 
 SB3 runs in the peers' venv (``benchmarks/peers/setup.py``; it needs ``ale-py`` there too:
 ``benchmarks/.peers-venv/bin/pip install ale-py``). Both jobs are timed from process start
-(interpreter start-up, imports, compilation and env start-up included) to the end of
-training; neither evaluates (ours runs the evaluation every run ends with for one step per
-env: ``ppo_atari``'s 10k steps per env would be 80k env steps, 20x a 4096-step budget; it was
-in the ratio before 2026-11-26). Each job's CPU seconds (its worker processes included) are
-printed too: on a machine shared with other jobs they vary less than wall time. Our job is the CLI itself, in a temporary log directory.
+(interpreter start-up, imports, compilation and env start-up included) to the process's
+end; ours includes the final evaluation every run ends with (SB3's ``learn`` has none).
+Each job's CPU seconds (its worker processes included) are printed too: on a machine shared
+with other jobs they vary less than wall time. Our job is the CLI itself, in a temporary
+log directory, with nothing set but the budget.
 
+Measured 2026-11-26 on the idle 2-core machine, one invocation each (ours, then SB3 2.9.2),
+with our evaluation cut to one step per env (the default evaluation then ran the whole
+episode limit, 10k steps per env, and took longer than the training): 20480 steps, ours
+95.7 s, SB3 65.9 s: 1.45x (CPU time 1.30x); with ``--set backend=envpool`` 88.2 s against
+SB3's 75.1 s, 1.17x. Figures as typed since: the README's Atari section.
+Why 0.33x (an earlier target) is out of reach on a CPU: ``batchrl/configs/atari.py``.
+"""
 Imports nothing beyond the standard library at module level: the SB3 mode runs in the
 peers' interpreter.
 
@@ -102,9 +110,7 @@ def run_ours(steps: int, seed: int, extra: list[str]) -> dict:
   """``batchrl train --config ppo_atari`` as its own process; wall time from its start."""
   with tempfile.TemporaryDirectory() as logdir:
     cmd = [sys.executable, "-m", "batchrl", "train", "--config", "ppo_atari", "--logdir",
-           logdir, "--seed", str(seed), "--no-progress", "--no-tensorboard",
-           "--set", f"steps={steps}", "--set", f"report_every={steps}",
-           "--set", f"checkpoint_every={steps}", "--set", "eval_steps=1", *extra]
+           logdir, "--seed", str(seed), "--no-progress", "--set", f"steps={steps}", *extra]
     proc, wall, cpu = timed(cmd)
   if proc.returncode:
     raise RuntimeError(f"batchrl job failed:\n{proc.stderr[-3000:]}")
@@ -114,7 +120,7 @@ def run_ours(steps: int, seed: int, extra: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--steps", type=int, default=20_480, help="agent steps (default 20480)")
+  p.add_argument("--steps", type=int, default=20_000, help="agent steps (default 20000)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--only", choices=("ours", "sb3"), default=None)
   p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
   if len(results) == 2:
     ours, sb3 = results["ours"], results["sb3"]
     print(f"ours / SB3 whole-process time: {ours['wall_s'] / sb3['wall_s']:.2f} (target <= "
-          f"0.33); CPU time: {ours['cpu_s'] / sb3['cpu_s']:.2f}")
+          f"0.9); CPU time: {ours['cpu_s'] / sb3['cpu_s']:.2f}")
   return 0
 
 

@@ -91,7 +91,7 @@ class DistributedTrainer:
   def start(self) -> "DistributedTrainer":
     """Starts the runners (Ray must be initialised); returns self."""
     remote = self._ray.remote(num_cpus=self.options.runner_cpus)(EnvRunner)
-    exp_dict = _runner_experiment(self.exp, options.runners).to_dict()
+    exp_dict = _runner_experiment(self.exp, self.options.runners).to_dict()
     compile_cache = compilation_cache.settings()
     options = self.options
 

@@ -126,8 +126,14 @@ def eval_steps(run: RunConfig, env) -> int:
 def eval_cap(run: RunConfig, trained_steps: int) -> int:
   """Steps per env an evaluation after ``trained_steps`` training steps may take (on top of
   ``eval_steps``' cap): as many as the training before it, over all envs, so an evaluation
-  never outlasts the training it measures by more than its act steps cost."""
+  never outlasts the training it measures by more than its act steps cost. Before any
+  training (a trainer driven by hand) only ``eval_steps`` caps it."""
+  if trained_steps <= 0:
+    return _NO_CAP
   return max(1, math.ceil(trained_steps / run.num_envs))
+
+
+_NO_CAP = 2**31 - 1
 
 
 def eval_kind(env) -> str:

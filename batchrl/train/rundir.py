@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import yaml
 
 from batchrl import checkpoint
-from batchrl.agents.core import Model, with_scratch, without_scratch
+from batchrl.agents.core import Model, with_scratch, without_memory, without_scratch
 from batchrl.configclass import ConfigError, atomic_write_text
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
@@ -86,14 +87,27 @@ def kept_step(run_dir: Path) -> int | None:
 def save_sim(directory: Path, step: int, sim, agent: Model, **options) -> Path:
   """``checkpoint.save`` of a run's ``SimState``, written between updates: without the
   agent's scratch (``Model.scratch``: PPO's rollout buffer, most of a ``ppo_atari``
-  checkpoint); ``options`` go to ``checkpoint.save``."""
+  checkpoint), its replay memory (``Model.memory``, most of a replay run's checkpoint) kept
+  by the newest checkpoint only; ``options`` go to ``checkpoint.save``."""
   kept = sim._replace(agent_state=without_scratch(agent, sim.agent_state))
-  return checkpoint.save(directory, step, kept, **options)
+  return checkpoint.save(directory, step, kept, newest_only=memory_leaves(agent, kept),
+                         **options)
+
+
+def memory_leaves(agent: Model, sim) -> frozenset[str]:
+  """Names (``checkpoint.leaf_names``) of the leaves of ``sim`` that hold the agent's
+  replay memory."""
+  if not agent.memory:
+    return frozenset()
+  bare = sim._replace(agent_state=without_memory(agent, sim.agent_state))
+  return frozenset(checkpoint.leaf_names(sim) - checkpoint.leaf_names(bare))
 
 
 def restore_sim(directory: Path, template, agent: Model, *, step: int | None = None):
   """``(sim, manifest)`` of a checkpoint ``save_sim`` wrote, the scratch taken from
-  ``template``; checkpoints written with the scratch (before it was left out) load too."""
+  ``template``; checkpoints written with the scratch (before it was left out) load too.
+  A checkpoint older than the newest holds no replay memory: it is ``template``'s then,
+  and ``manifest["dropped"]`` names its leaves."""
   view = template._replace(agent_state=without_scratch(agent, template.agent_state))
   unused = checkpoint.leaf_names(template) - checkpoint.leaf_names(view)
   sim, manifest = checkpoint.restore(directory, view, step=step, unused=unused)
@@ -103,15 +117,28 @@ def restore_sim(directory: Path, template, agent: Model, *, step: int | None = N
 
 def restore_checkpoint(trainer: Trainer) -> bool:
   """Loads the latest good checkpoint of ``trainer.run_dir`` into ``trainer.sim`` and
-  ``trainer.iteration`` (any trainer: local or distributed); whether there was one."""
+  ``trainer.iteration`` (any trainer: local or distributed); whether there was one. A
+  checkpoint without the replay memory (an older one, restored because the newest is
+  damaged) keeps ``trainer.sim``'s fresh, empty one, with a warning."""
   ckpt_dir = trainer.run_dir / "checkpoints"
   if checkpoint.latest_step(ckpt_dir) is None:
     return False
   trainer.sim, manifest = restore_sim(ckpt_dir, trainer.sim, trainer.agent)
+  if manifest.get("dropped"):
+    _warn_no_memory(ckpt_dir, manifest)
   trainer.iteration = int(manifest["counters"]["iteration"])
   log.info("Resumed %s at step %d (iteration %d).", trainer.run_dir, trainer.step,
            trainer.iteration)
   return True
+
+
+def _warn_no_memory(ckpt_dir: Path, manifest: dict) -> None:
+  """Loud: the run goes on, but its updates wait for the memory to fill again."""
+  message = (f"checkpoint {manifest['step']} in {ckpt_dir} holds no replay memory (only a "
+             "run's newest checkpoint keeps it; it was dropped when checkpoint "
+             f"{manifest.get('dropped_by_step')} was written); resuming with an empty memory")
+  log.warning(message)
+  warnings.warn(message, checkpoint.CheckpointWarning, stacklevel=3)
 
 
 def save_checkpoint(trainer: Trainer) -> None:

@@ -87,7 +87,11 @@ def make_dqfd(config: DQFDConfig | None = None, name: str = "dqfd") -> Model:
       store=lambda state, transition: store(config, state, transition),
       update=lambda state: update(config, exploration, state),
       summarize=lambda state: summarize(config, exploration, state),
-      counters=lambda state: state.dqn)
+      counters=lambda state: state.dqn,
+      # the online memory only: the demonstrations are bounded (demo_memory_capacity), may
+      # come from import_demonstrations rather than the config, and their priorities are
+      # learned, so every checkpoint keeps them
+      memory=("dqn.memory",))
 
 
 # ------------------------------------------------------------------------------ pieces

@@ -49,16 +49,17 @@ def optimizer(config: ReplayConfig) -> optax.GradientTransformation:
 
 
 def replay_model(config: ReplayConfig, name: str, *, init, act, store, update, summarize,
-                 counters=lambda state: state) -> Model:
+                 counters=lambda state: state, memory=("memory",)) -> Model:
   """A replay agent's ``Model``: its own functions plus the schedule every replay agent
   shares: an update every ``update_frequency`` stores (the period), off-policy, and
   ``agent.updates`` counting the updates that learned. ``counters(state)`` holds ``pending``
-  and ``num_updates`` (DQFD keeps them in its DQN part)."""
+  and ``num_updates`` (DQFD keeps them in its DQN part); ``memory`` names the state's
+  replay memory (``Model.memory``: kept by the newest run checkpoint only)."""
   return Model(init=init, act=act, store=store, update=update,
                ready=lambda state: counters(state).pending >= config.update_frequency,
                period=config.update_frequency, on_policy=False,
                learned_updates=lambda state: counters(state).num_updates, name=name,
-               summarize=summarize)
+               summarize=summarize, memory=memory)
 
 
 def memory_row(info: SpaceInfo, action, transition: Transition) -> TransitionItem:
