@@ -13,7 +13,7 @@ and ``tune``.
                  [--set key=value ...] [--timestamp T] [--metric mean_score]
                  [--direction maximize|minimize] [--objective best|last]
                  [--sampler tpe|random|grid] [--pruner median|hyperband|none] [--seed S]
-                 [--seeds-per-trial K] [--batch-trials B] [--parallel P]
+                 [--seeds-per-trial K] [--batch-trials auto|B] [--parallel P]
                  [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
                  [--no-tensorboard]
     batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
@@ -285,9 +285,12 @@ def _add_tune_parser(sub) -> None:
   tune.add_argument("--seed", type=int, help="seeds the sampler and every trial (run.seed)")
   tune.add_argument("--seeds-per-trial", type=int, default=1, metavar="K",
                     help="seeds per trial; the objective is their mean (default 1)")
-  tune.add_argument("--batch-trials", type=int, default=1, metavar="B",
+  tune.add_argument("--batch-trials", type=_batch_trials, default=None, metavar="B",
                     help="train up to B trials side by side in one compiled program, "
-                    "vmapped over their float values (gymnax configs; default 1)")
+                    "vmapped over their float values (gymnax configs); 1: one at a time; "
+                    "default auto: side by side, as many as memory allows (at most 16), "
+                    "where the config and the searched values allow it, else one at a time "
+                    "(the search says which, and why)")
   tune.add_argument("--parallel", type=int, default=1, metavar="P",
                     help="run P trials at a time, each in its own worker process (or, with "
                     "--ray, as P concurrent Ray Tune trials; default 1)")
@@ -305,6 +308,19 @@ def _add_tune_parser(sub) -> None:
                    help="(host configs, without --ray) trials one after another, each "
                    "stepping its run.num_envs envs in N Ray env runners, as batchrl train "
                    "--ray --runners N; on one local Ray instance unless --address")
+
+
+def _batch_trials(text: str) -> int | None:
+  """``--batch-trials``: ``auto`` (None) or an integer >= 1."""
+  if text.strip().lower() == "auto":
+    return None
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"expected 'auto' or an integer >= 1, got {text!r}")
+  return value
 
 
 def _tune(args) -> int:

@@ -1,6 +1,7 @@
 """`batchrl tune`: the search grammar, bad input, and tiny fused searches end to end (resume,
 pruning, best.yaml through `batchrl train --config`)."""
 import json
+import logging
 import math
 import os
 import shutil
@@ -162,7 +163,8 @@ def test_batch_trials_need_in_graph_envs(tmp_path, capsys):
   logdir = tmp_path / "logs"
   assert main(_tune_argv(logdir, "--batch-trials", "2", config="cartpole")) == 2
   err = capsys.readouterr().err.strip()
-  assert "needs in-graph environments" in err and len(err.splitlines()) == 1
+  assert "side by side needs in-graph ones (run.backend='gymnax')" in err
+  assert "Leave out --batch-trials" in err and len(err.splitlines()) == 1
   assert not logdir.exists()
 
 
@@ -174,6 +176,165 @@ def test_batch_trials_refuse_an_update_that_runs_outside_the_program(tmp_path, c
   err = capsys.readouterr().err.strip()
   assert "update_loop='host'" in err and "--set update_loop=scan" in err
   assert len(err.splitlines()) == 1 and not logdir.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_batch_trials_is_auto_or_a_positive_integer(value, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_:
+    main(_tune_argv(tmp_path / "logs", "--batch-trials", value))
+  assert exit_.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert f"expected 'auto' or an integer >= 1, got {value!r}" in err[-1]
+  assert not (tmp_path / "logs").exists()
+
+
+# --------------------------------------------------------------------------- how trials run
+
+
+@pytest.fixture
+def untrained(monkeypatch):
+  """Searches that train nothing: a one-at-a-time trial fails at once, a batch of trials
+  is recorded (its size) and told failed; the search says how it runs them, and ends."""
+  from batchrl.tune import optimize
+  from batchrl.tune.trial import TrialFailed
+  batches = []
+
+  def run_trial(optuna, trial, *args, **kwargs):
+    raise TrialFailed(f"trial {trial.number}: not trained (test)")
+
+  def run_groups(optuna, study, count, *args):
+    batches.append(args[-3])  # batch_trials
+    for _ in range(count):
+      study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+
+  monkeypatch.setattr(optimize, "run_trial", run_trial)
+  monkeypatch.setattr(optimize, "run_groups", run_groups)
+  return batches
+
+
+def _mode_line(caplog) -> str:
+  (line,) = [m for m in caplog.messages if m.startswith("tune: ")]
+  return line
+
+
+HOST_WHY = ("one at a time: 'cartpole' steps host environments (run.backend='gymnasium'); "
+            "side by side needs in-graph ones (run.backend='gymnax')")
+
+
+@pytest.mark.parametrize("config, extra, line, batch", [
+    # the default on a fused config: side by side
+    ("cartpole_fused", [], "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    # a choice of a few values is grouped by: still side by side
+    ("cartpole_fused", ["--search", "clip_range=choice(0.1,0.2)"],
+     "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    ("cartpole_fused", ["--batch-trials", "1"], "one at a time (--batch-trials 1)", None),
+    ("cartpole_fused", ["--batch-trials", "auto"],
+     "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    ("cartpole_fused", ["--batch-trials", "4"], "2 side by side per program (--batch-trials 4)",
+     4),
+    # the default where trials cannot share a program: one at a time, saying why
+    ("cartpole", [], HOST_WHY, None),
+    ("cartpole_fused", ["--set", "update_loop=host"],
+     "one at a time: 'cartpole_fused' runs its update outside the compiled program (PPO's "
+     "update_loop='host' on this backend), where searched values cannot be traced; --set "
+     "update_loop=scan keeps it inside", None),
+    ("cartpole_fused", ["--seeds-per-trial", "2"],
+     "one at a time: --seeds-per-trial 2 trains each trial's seeds side by side instead", None),
+    ("cartpole_fused", ["--search", "keep_checkpoints=int(1,20)"],
+     "one at a time: the searched values a compiled program holds fixed (int, choice, run "
+     "fields) take 20 combinations, so most trials would need a program of their own", None),
+    ("cartpole_fused", ["--search", "run.timeout=uniform(10,20)"],
+     "one at a time: --search 'run.timeout=uniform(10,20)' sets a value the compiled program "
+     "holds fixed, so every trial would need a program of its own", None),
+])
+def test_the_search_says_how_its_trials_run(config, extra, line, batch, untrained, tmp_path,
+                                            caplog):
+  with caplog.at_level(logging.INFO, logger="batchrl"):
+    assert main(_tune_argv(tmp_path, *extra, config=config)) == 0
+  assert _mode_line(caplog) == f"tune: 2 trials, {line}"
+  assert untrained == ([] if batch is None else [batch])
+
+
+def test_auto_takes_as_many_trials_as_fit_in_memory(monkeypatch):
+  from batchrl.tune import batched
+  from batchrl.tune.batched import Batching, batching
+  from batchrl.tune.options import TuneOptions
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY)
+  params, opts = parse_space(SPACE), TuneOptions(trials=40)
+  monkeypatch.setattr(batched, "available_bytes", lambda: (10**12, "test memory"))
+  assert batching(exp, opts, params, None) == Batching(16, auto=True)  # at most 16
+  per_trial = batched.STATE_COPIES * batched._trial_bytes(exp, ("learning_rate",), False)
+  free = int(5.5 * per_trial / batched.MEMORY_SHARE)
+  monkeypatch.setattr(batched, "available_bytes", lambda: (free, "test memory"))
+  five = batching(exp, opts, params, None)
+  assert five.limit == 5 and five.why.startswith("as many as fit: a trial needs about ")
+  assert five.line(40) == ("tune: 40 trials, 5 side by side per program (--batch-trials 1: "
+                           f"one at a time; {five.why})")
+  monkeypatch.setattr(batched, "available_bytes", lambda: (per_trial, "test memory"))
+  one = batching(exp, opts, params, None)
+  assert one.limit == 1 and one.line(40) == f"tune: 40 trials, one at a time: {one.why}"
+  assert one.why.startswith("side by side would not fit: a trial needs about ")
+  assert "is free in test memory" in one.why
+
+
+def test_auto_spreads_the_trials_evenly_over_its_programs():
+  from batchrl.tune.batched import Batching
+  auto = Batching(16, auto=True)
+  assert [auto.size(n) for n in (1, 2, 16, 17, 20, 33)] == [1, 2, 16, 9, 10, 11]
+  assert Batching(4, auto=False).size(20) == 4  # --batch-trials B is B
+
+
+def test_tpe_spreads_the_trials_asked_together_and_not_those_asked_one_at_a_time():
+  """A program's trials are asked together: TPE (constant liar) counts the ones under way,
+  so it does not propose one value many times; asked one at a time, nothing changes."""
+  from batchrl.tune.study import make_sampler
+  space = parse_space(["learning_rate=loguniform(1e-4,1e-2)"])
+  distribution = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+
+  def score(lr):
+    return -(math.log10(lr) + 2.5) ** 2
+
+  study = optuna.create_study(direction="maximize", sampler=make_sampler(optuna, "tpe", space, 0))
+  for _ in range(2):  # the first 10 at random, then 10 proposed from the same history
+    trials = [study.ask({"learning_rate": distribution}) for _ in range(10)]
+    for t in trials:
+      study.tell(t, score(t.params["learning_rate"]))
+  # (without constant liar: 0.11 here)
+  assert np.std(np.log10([t.params["learning_rate"] for t in trials])) > 0.3
+
+  def objective(trial):
+    return score(trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True))
+
+  values = []
+  for sampler in (make_sampler(optuna, "tpe", space, 3), optuna.samplers.TPESampler(seed=3)):
+    alone = optuna.create_study(direction="maximize", sampler=sampler)
+    alone.optimize(objective, n_trials=15)
+    values.append([t.params["learning_rate"] for t in alone.trials])
+  assert values[0] == values[1]
+
+
+def test_a_searched_float_the_agent_reads_as_a_python_value_runs_one_at_a_time(monkeypatch):
+  from batchrl.tune import batched
+  from batchrl.tune.options import TuneOptions
+  real = batched.family
+
+  class Branching:
+    """The real agent, built after a Python branch on its learning rate."""
+
+    def __init__(self, name):
+      self.family = real(name)
+
+    def make(self, config):
+      if config.learning_rate > 1.0:
+        raise AssertionError("never")
+      return self.family.make(config)
+
+  monkeypatch.setattr(batched, "family", Branching)
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY)
+  decided = batched.batching(exp, TuneOptions(), parse_space(SPACE), None)
+  assert decided.limit == 1
+  assert decided.why == ("agent 'ppo' uses learning_rate as a Python value, so it cannot be "
+                         "traced (TracerBoolConversionError)")
 
 
 def test_bad_input_from_the_shell_is_one_line(tmp_path):
@@ -231,9 +392,10 @@ def test_interrupted_trials_are_queued_again_once_and_failed_ones_never(tmp_path
 
 @pytest.fixture(scope="module")
 def search_dir(tmp_path_factory):
-  """A finished 2-trial grid search of tiny cartpole_fused runs, shared by readers."""
+  """A finished 2-trial search of tiny cartpole_fused runs, one at a time, shared by
+  readers."""
   logdir = tmp_path_factory.mktemp("tune")
-  assert main(_tune_argv(logdir)) == 0
+  assert main(_tune_argv(logdir, "--batch-trials", "1")) == 0
   return logdir / "T-cartpole_fused-tune"
 
 
@@ -284,12 +446,13 @@ def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path
 
   with pytest.raises(KeyboardInterrupt):
     search("cartpole_fused", SPACE, trials=2, logdir=logdir, timestamp="T", overrides=TINY,
-           sampler="random", pruner="none", seed=0, tensorboard=False, stop=ctrl_c)
+           sampler="random", pruner="none", seed=0, tensorboard=False, batch_trials=1,
+           stop=ctrl_c)
   first = (tune_dir / "trials" / "0" / "metrics.jsonl").read_text()
   assert _evals(tune_dir / "trials" / "1") == _evals(search_dir / "trials" / "1")[:1]
   assert checkpoint.latest_step(tune_dir / "trials" / "1" / "checkpoints") == 1024
 
-  assert main(_tune_argv(logdir)) == 0  # the same command again
+  assert main(_tune_argv(logdir, "--batch-trials", "1")) == 0  # the same command again
   study = optuna.load_study(study_name=None, storage=f"sqlite:///{tune_dir / 'study.db'}")
   assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
   assert study.trials[2].params == study.trials[1].params
@@ -299,7 +462,7 @@ def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path
   # same run as the uninterrupted one with the same values
   uninterrupted = _evals(search_dir / "trials" / "1")
   assert _evals(tune_dir / "trials" / "2") == [uninterrupted[0], *uninterrupted[2:]]
-  assert main(_tune_argv(logdir)) == 0  # complete: runs nothing
+  assert main(_tune_argv(logdir, "--batch-trials", "1")) == 0  # complete: runs nothing
   assert len(optuna.load_study(study_name=None,
                                storage=f"sqlite:///{tune_dir / 'study.db'}").trials) == 3
 
@@ -344,15 +507,21 @@ def test_pruning_stops_a_hopeless_trial_and_says_so(tmp_path):
 
 
 @pytest.mark.slow
-def test_trials_in_one_program_equal_the_same_values_run_one_at_a_time(search_dir, tmp_path):
-  """The fixture's two learning rates trained side by side (vmapped over the values) give
-  the same runs as each alone."""
-  from batchrl.tune import search
+def test_a_fused_search_trains_its_trials_side_by_side_by_default(search_dir, tmp_path,
+                                                                   caplog):
+  """The command as typed (no --batch-trials) trains the fixture's two learning rates side
+  by side in one program (vmapped over the values), says so, marks each trial's Score
+  lines, and gives the same runs as each alone (the fixture: --batch-trials 1)."""
   alone = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
-  study = search("cartpole_fused", SPACE, trials=2, logdir=tmp_path, timestamp="T",
-                 overrides=TINY, sampler="random", pruner="none", seed=0, tensorboard=False,
-                 batch_trials=2)
+  with caplog.at_level(logging.INFO, logger="batchrl"):
+    assert main(_tune_argv(tmp_path)) == 0
+  lines = caplog.messages
+  assert "tune: 2 trials, 2 side by side per program (--batch-trials 1: one at a time)" in lines
+  assert "Training trials 0, 1 in one program (learning_rate batched)" in lines
+  scores = [m for m in lines if "Score " in m]
+  assert scores and all(m.startswith(("trial 0: Score ", "trial 1: Score ")) for m in scores)
   tune_dir = tmp_path / "T-cartpole_fused-tune"
+  study = optuna.load_study(study_name=None, storage=f"sqlite:///{tune_dir / 'study.db'}")
   assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
   for batched, one in zip(study.trials, alone.trials):
     assert batched.params == one.params  # the same values

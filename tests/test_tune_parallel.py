@@ -151,6 +151,37 @@ def test_parallel_or_ray_with_batch_trials_is_refused(tmp_path, capsys):
   assert not logdir.exists()
 
 
+def test_auto_batch_trials_leaves_parallel_and_ray_their_processes(tmp_path, monkeypatch,
+                                                                    caplog):
+  """Without --batch-trials (auto), --parallel and --ray on a fused config run the trials
+  their way (here: recorded, not run) and say so; auto trains nothing side by side."""
+  import logging
+  from batchrl.tune import optimize
+  ran = []
+  monkeypatch.setattr(optimize, "run_groups", lambda *args: ran.append("side by side"))
+  monkeypatch.setattr(optimize, "run_parallel",
+                      lambda study, job, remaining, parallel, *args: ran.append(parallel))
+
+  class RayTune:
+    @staticmethod
+    def run_on_ray(study, job, remaining, **kwargs):
+      ran.append(f"ray {kwargs['parallel']}")
+
+  monkeypatch.setattr(optimize, "_ray_tune", lambda: RayTune)
+  cases = [(["--parallel", "2"], "tune: 2 trials, 2 at a time in worker processes "
+            "(--parallel 2)", 2),
+           (["--ray", "--parallel", "2"], "tune: 2 trials as Ray Tune trials, up to 2 at a "
+            "time (--ray)", "ray 2")]
+  for k, (flags, line, how) in enumerate(cases):
+    argv = tune_argv(tmp_path / str(k), "cartpole_fused", SPACE, ["steps=2048"], *flags)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="batchrl"):
+      assert main(argv) == 0
+    assert [m for m in caplog.messages if m.startswith("tune: ")] == [line]
+    assert ran[-1] == how
+  assert "side by side" not in ran
+
+
 def test_without_ray_tune_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
   import sys
   import batchrl.tune

@@ -183,7 +183,7 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
     _check_seeds(num_seeds)
   if agent.top_level_update and agent.period is not None:
     return _iterate_on_top(env, agent, num_seeds)
-  run = _loop_iterations(make_iteration(env, agent, steps_per_iteration))
+  run = loop_iterations(make_iteration(env, agent, steps_per_iteration))
   if num_seeds is not None:
     run = _over_seeds(run)
   compiled = programs.jit(run, "loop", static_argnums=2)
@@ -258,9 +258,10 @@ def _scan_iterations(iteration):
   return run
 
 
-def _loop_iterations(iteration):
+def loop_iterations(iteration):
   """``run(sim, count, length)``: ``count`` (traced) iterations, infos stacked in ``[length]``
-  rows (those past ``count`` are zeros)."""
+  rows (those past ``count`` are zeros): one program for train phases of any length up to
+  ``length`` (``make_run_chunk``; ``batchrl tune``'s side-by-side trials)."""
   iteration = jax.jit(iteration)  # traced once: for the info shapes and for the loop body
 
   def run(sim: SimState, count: jax.Array, length: int):

@@ -7,9 +7,10 @@ Pieces: ``space`` (the ``--search`` grammar, checked against the config before a
 runs), ``options`` (``TuneOptions``), ``study`` (the search directory, its SQLite study,
 resume), ``trial`` (one trial as a normal run directory, trained by ``batchrl.train``, its
 evaluations reported to the pruner) and ``optimize`` (``search``, the table of the best
-trials, ``best.yaml``). Trials run one after another, side by side in one compiled
-program (``batched``, ``--batch-trials``), P at a time in worker processes (``parallel``,
-``--parallel``) or as Ray Tune trials (``ray_tune``, ``--ray``). Optuna is the optional
+trials, ``best.yaml``). Trials run side by side in one compiled program (``batched``,
+``--batch-trials``; by default where the config allows it), one after another, P at a time
+in worker processes (``parallel``, ``--parallel``) or as Ray Tune trials (``ray_tune``,
+``--ray``). Optuna is the optional
 extra ``batchrl[tune]``, imported only by ``optuna_module`` when a search starts; Ray Tune
 is ``batchrl[tune-ray]``, imported only for ``--ray``.
 """

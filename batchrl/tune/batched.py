@@ -15,10 +15,21 @@ group starts again from the beginning on resume.
 
 On a CPU a group's lanes are split into equal parts, one per usable core, each part running
 the same compiled program in its own thread (``batchrl.parts``).
+
+``--batch-trials`` auto (the default; ``batching``) trains trials side by side wherever
+they can be: a gymnax config whose update runs inside the program, one seed per trial, and
+searched values that are traced or take few combinations (grouped by). It takes as many
+per program as fit in memory (one trial's state, traced with ``jax.eval_shape``, times
+``STATE_COPIES``, in ``MEMORY_SHARE`` of the memory free), at most ``AUTO_LIMIT``, spread
+evenly over the programs; elsewhere the trials run one at a time and the search says why.
+A program's trials are asked from Optuna together: TPE draws its first ``n_startup_trials``
+(10) at random anyway; a later program's trials are proposed from the trials finished
+before it (constant liar: each counts the others under way as bad, ``study.make_sampler``).
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 import shutil
@@ -30,16 +41,18 @@ import jax.numpy as jnp
 
 from batchrl import programs
 from batchrl.agents.families import family
-from batchrl.configs import Experiment, RunConfig
+from batchrl.configclass import ConfigError
+from batchrl.configs import Experiment, RunConfig, apply_overrides
 from batchrl.errors import UserInputError
 from batchrl.logging import RunLogger
+from batchrl.memories import available_bytes
 from batchrl.parts import PartRunner, Parts
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
-from batchrl.train.build import build_env, close_env, eval_steps
+from batchrl.train.build import build_env, close_env, eval_cap, eval_kind, eval_steps
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run, save_sim
-from batchrl.train.schedule import due, schedule
+from batchrl.train.schedule import due, phase_length, schedule
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.space import Param
 from batchrl.tune.study import FAILED, RESUMES, RUN_DIR, TRIALS_DIR
@@ -50,39 +63,192 @@ log = logging.getLogger("batchrl")
 
 def batched_fields(exp: Experiment, params: tuple[Param, ...]) -> tuple[str, ...]:
   """The agent-config fields of ``params`` a group traces (continuous floats of the agent)."""
-  run_fields = {f.name for f in dataclasses.fields(RunConfig)}
-  fields = []
-  for p in params:
-    section, _, name = p.key.rpartition(".")
-    if p.kind not in ("uniform", "loguniform") or section == "run":
-      continue
-    if not section and name in run_fields:
-      continue
-    if isinstance(getattr(exp.config, name, None), float):
-      fields.append(name)
-  return tuple(fields)
+  return tuple(p.key.rpartition(".")[2] for p in params if _traced(exp, p))
 
 
-def check_batching(exp: Experiment, opts: TuneOptions, batch_trials: int) -> None:
-  """``--batch-trials`` needs in-graph envs and one seed per trial (checked before anything
-  runs)."""
-  if batch_trials < 1:
-    raise UserInputError(f"--batch-trials must be >= 1, got {batch_trials}.")
-  if batch_trials > 1 and exp.run.backend != "gymnax":
-    raise UserInputError("--batch-trials trains trials in one compiled program and needs "
-                         f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
-                         f"{exp.run.backend!r}.")
-  if batch_trials > 1 and opts.seeds_per_trial > 1:
-    raise UserInputError("--batch-trials takes one seed per trial; leave out "
-                         "--seeds-per-trial.")
-  if batch_trials > 1 and family(exp.agent).make(exp.config).top_level_update:
+def _traced(exp: Experiment, p: Param) -> bool:
+  """Whether a group traces ``p``'s value (a ``uniform``/``loguniform`` float of the agent)
+  rather than holding it fixed in its program (grouping trials by it)."""
+  section, _, name = p.key.rpartition(".")
+  if p.kind not in ("uniform", "loguniform") or section == "run":
+    return False
+  if not section and name in {f.name for f in dataclasses.fields(RunConfig)}:
+    return False
+  return isinstance(getattr(exp.config, name, None), float)
+
+
+AUTO_LIMIT = 16  # trials per program at most when --batch-trials is auto (see ``Batching``)
+# Of the memory free when a search starts, the share its programs may count on: XLA's own
+# buffers, the host's other processes, a GPU's fragmentation.
+MEMORY_SHARE = 0.5
+# One trial's working memory, in units of its training state (``SimState``, the rollout
+# storage of an on-policy agent included): the state a chunk is given, the state it
+# returns, its update's temporaries, and an evaluation's copy.
+STATE_COPIES = 4
+
+
+def why_not_batched(exp: Experiment, opts: TuneOptions) -> str | None:
+  """Why the trials of ``exp`` cannot train side by side in one compiled program (None:
+  they can): host envs, several seeds per trial, an update that runs outside the program."""
+  if exp.run.backend != "gymnax":
+    return (f"{exp.name!r} steps host environments (run.backend={exp.run.backend!r}); side "
+            "by side needs in-graph ones (run.backend='gymnax')")
+  if opts.seeds_per_trial > 1:
+    return (f"--seeds-per-trial {opts.seeds_per_trial} trains each trial's seeds side by "
+            "side instead")
+  if family(exp.agent).make(exp.config).top_level_update:
     # its update is a host callback running programs of its own, built from the config's
     # values: traced (batched) values cannot reach it
     loop = getattr(exp.config, "update_loop", None)
-    raise UserInputError(f"--batch-trials traces the searched values inside one program, "
-                         f"but {exp.name!r} runs its update outside the program (PPO's "
-                         f"update_loop={loop!r} on this backend); run without "
-                         "--batch-trials, or with --set update_loop=scan.")
+    return (f"{exp.name!r} runs its update outside the compiled program (PPO's "
+            f"update_loop={loop!r} on this backend), where searched values cannot be "
+            "traced; --set update_loop=scan keeps it inside")
+  return None
+
+
+def check_batching(exp: Experiment, opts: TuneOptions, batch_trials: int | None) -> None:
+  """An explicit ``--batch-trials`` above 1 needs what ``why_not_batched`` checks (checked
+  before anything runs); None (auto) decides in ``batching``."""
+  if batch_trials is None:
+    return
+  if isinstance(batch_trials, bool) or not isinstance(batch_trials, int) or batch_trials < 1:
+    raise UserInputError(f"--batch-trials must be 'auto' or an integer >= 1, got "
+                         f"{batch_trials!r}.")
+  why = why_not_batched(exp, opts) if batch_trials > 1 else None
+  if why is not None:
+    raise UserInputError(f"--batch-trials {batch_trials} trains trials side by side in one "
+                         f"compiled program, but {why}. Leave out --batch-trials: the trials "
+                         "then run one at a time.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+  """How many trials a compiled program trains side by side: ``limit`` (1: one at a time);
+  ``why`` says why auto chose one at a time or fewer than it could."""
+
+  limit: int
+  auto: bool
+  why: str = ""
+
+  def size(self, remaining: int) -> int:
+    """Trials per program for ``remaining`` trials: an explicit ``--batch-trials B`` is B;
+    auto spreads them evenly over as few programs as ``limit`` allows (20 trials, limit 16:
+    two programs of 10, which compile and train alike)."""
+    if not self.auto:
+      return self.limit
+    programs = -(-remaining // self.limit)
+    return -(-remaining // programs)
+
+  def line(self, remaining: int) -> str:
+    """The one line a search logs about how its ``remaining`` trials run."""
+    trials = f"tune: {trials_text(remaining)}"
+    size = self.size(remaining)
+    if size > 1:
+      how = "--batch-trials 1: one at a time" if self.auto else f"--batch-trials {size}"
+      why = f"; {self.why}" if self.why else ""
+      side = f"{min(size, remaining)} side by side per program" if remaining > 1 else "alone"
+      return f"{trials}, {side} ({how}{why})"
+    if not self.auto or remaining == 1:
+      return f"{trials}, one at a time" + ("" if self.auto else " (--batch-trials 1)")
+    return f"{trials}, one at a time: {self.why}"
+
+
+def trials_text(count: int) -> str:
+  return f"{count} trial{'s' if count != 1 else ''}"
+
+
+def batching(exp: Experiment, opts: TuneOptions, params: tuple[Param, ...],
+             batch_trials: int | None) -> Batching:
+  """``--batch-trials``: B as given, or for auto (None) as many trials per program as fit
+  in memory, at most ``AUTO_LIMIT`` (1, saying why, where they cannot train side by side)."""
+  if batch_trials is not None:
+    return Batching(batch_trials, auto=False)
+  why = why_not_batched(exp, opts) or _static_too_varied(exp, params)
+  if why is not None:
+    return Batching(1, auto=True, why=why)
+  fields = batched_fields(exp, params)
+  try:
+    per_trial = STATE_COPIES * max(_trial_bytes(variant, fields, check=i == 0)
+                                   for i, variant in enumerate(_static_variants(exp, params)))
+  except _UNTRACEABLE as e:
+    return Batching(1, auto=True, why=f"agent {exp.agent!r} uses {', '.join(fields)} as a "
+                    f"Python value, so it cannot be traced ({type(e).__name__})")
+  free, where = available_bytes()
+  if free is None:
+    return Batching(AUTO_LIMIT, auto=True)
+  fits = int(free * MEMORY_SHARE // max(per_trial, 1))
+  if fits >= AUTO_LIMIT:
+    return Batching(AUTO_LIMIT, auto=True)
+  room = f"a trial needs about {_mib(per_trial)} and {_mib(free)} is free in {where}"
+  if fits < 2:
+    return Batching(1, auto=True, why=f"side by side would not fit: {room}")
+  return Batching(fits, auto=True, why=f"as many as fit: {room}")
+
+
+# what JAX raises where a traced value is used as a Python one (a branch, a shape, an int)
+_UNTRACEABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                jax.errors.TracerArrayConversionError)
+
+
+def _static_too_varied(exp: Experiment, params: tuple[Param, ...]) -> str | None:
+  """Why grouping trials by the values a program holds fixed (``int``, ``choice``, run
+  fields: they may change its shapes or structure) would leave most of them alone in their
+  group (None: their combinations are few, at most half of ``AUTO_LIMIT``, so groups share
+  programs)."""
+  combinations = 1
+  for p in params:
+    if _traced(exp, p):
+      continue
+    if p.kind in ("uniform", "loguniform"):
+      return (f"--search {p.text!r} sets a value the compiled program holds fixed, so "
+              "every trial would need a program of its own")
+    combinations *= len(p.grid())
+  if combinations * 2 > AUTO_LIMIT:
+    return (f"the searched values a compiled program holds fixed (int, choice, run fields) "
+            f"take {combinations} combinations, so most trials would need a program of their "
+            "own")
+  return None
+
+
+def _static_variants(exp: Experiment, params: tuple[Param, ...]) -> list[Experiment]:
+  """``exp`` with each combination of the untraced searched values (a few, by
+  ``_static_too_varied``) that makes a valid config; ``[exp]`` when none is searched."""
+  static = [p for p in params if not _traced(exp, p)]
+  variants = []
+  for values in itertools.product(*(p.grid() for p in static)):
+    try:
+      variants.append(apply_overrides(exp, [f"{p.key}={v}" for p, v in zip(static, values)]))
+    except ConfigError:  # a combination every trial drawing it fails on
+      continue
+  return variants or [exp]
+
+
+def _trial_bytes(exp: Experiment, fields: tuple[str, ...], check: bool) -> int:
+  """Bytes of one trial's training state, traced with its ``fields`` as traced values
+  (``jax.eval_shape``: nothing is compiled or run). With ``check``, its training iteration
+  is traced too, raising JAX's concretization errors where the agent reads one of them as
+  a Python value."""
+  env = build_env(exp.run)
+  try:
+    make = family(exp.agent).make
+    values = {f: jax.ShapeDtypeStruct((), jnp.float32) for f in fields}
+
+    def init(values, key):
+      return init_simulation(env, make(traced_config(exp.config, values)), key)
+
+    def chunk(values, sim):  # traced only to find a searched value used as a Python one
+      return fused.make_iteration(env, make(traced_config(exp.config, values)))(sim)
+
+    sim = jax.eval_shape(init, values, jax.random.key(0))
+    if check:
+      jax.eval_shape(chunk, values, sim)
+  finally:
+    close_env(env)
+  return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(sim))
+
+
+def _mib(nbytes: float) -> str:
+  return f"{nbytes / 2**20:,.1f} MiB" if nbytes < 2**30 else f"{nbytes / 2**30:,.1f} GiB"
 
 
 def traced_config(config, values: dict):
@@ -108,16 +274,19 @@ class GroupPrograms:
     def init(values, key):
       return init_simulation(env, agent_of(values), key)
 
-    def chunk(values, sim, num_iterations):
+    def chunk(values, sim, count, length):
       iteration = fused.make_iteration(env, agent_of(values))
-      return jax.lax.scan(lambda s, _: iteration(s), sim, None, length=num_iterations)
+      return fused.loop_iterations(iteration)(sim, count, length)
 
-    def evaluate(values, sim):
-      return fused.make_evaluate(env, agent_of(values), num_steps)(sim)
+    def evaluate(values, sim, cap):
+      return fused.make_evaluate(env, agent_of(values), num_steps,
+                                 exp.run.eval_episodes)(sim, cap)
 
     self.init = programs.jit(jax.vmap(init, in_axes=(0, None)), "once")
-    self.chunk = programs.jit(jax.vmap(chunk, in_axes=(0, 0, None)), "loop", static_argnums=2)
-    self.evaluate = programs.jit(jax.vmap(evaluate), "once")
+    # one program for every train phase, the budget's last shorter one included
+    self.chunk = programs.jit(jax.vmap(chunk, in_axes=(0, 0, None, None)), "loop",
+                              static_argnums=3)
+    self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, 0, None)), eval_kind(env))
     self.model = make(exp.config)  # the group's static parts: its period, its scratch
     self.period = self.model.period
 
@@ -207,7 +376,35 @@ def _start(lane: Lane, tune_dir: Path, opts: TuneOptions) -> None:
     shutil.rmtree(Path(tune_dir) / TRIALS_DIR / str(old), ignore_errors=True)
   shutil.rmtree(lane.run_dir, ignore_errors=True)
   prepare_run(lane.run_dir, lane.exp, [])
-  lane.logger = RunLogger(lane.run_dir, opts.tensorboard)
+  lane.logger = TrialLogger(trial.number, lane.run_dir, opts.tensorboard)
+
+
+class TrialLogger(RunLogger):
+  """A lane's ``RunLogger`` whose ``Score`` lines say its trial (``trial 3: Score ...``):
+  the lanes of a group report one after another, so their lines interleave."""
+
+  def __init__(self, trial: int, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.trial = trial
+
+  def report(self, step: int, phase: str, metrics) -> dict:
+    mark = _MarkScore(f"trial {self.trial}: ")
+    log.addFilter(mark)  # the ``batchrl`` logger, which RunLogger logs its Score lines to
+    try:
+      return super().report(step, phase, metrics)
+    finally:
+      log.removeFilter(mark)
+
+
+class _MarkScore(logging.Filter):
+  def __init__(self, prefix: str):
+    super().__init__()
+    self.prefix = prefix
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if isinstance(record.msg, str) and record.msg.startswith("Score "):
+      record.msg = self.prefix + record.msg
+    return True
 
 
 def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experiment,
@@ -221,27 +418,32 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
     key = jax.random.key(exp.run.seed)
     sims = runner.each(group.init, part_values, [key] * parts.count)
     eval_compiling = programs.compile_ahead(
-        lambda: group.evaluate.lower(part_values[0], sims[0]))
+        lambda: group.evaluate.lower(part_values[0], sims[0], jnp.int32(1)))
     iteration = 0
     while iteration < plan["total"] and not all(l.stopped for l in lanes):
       before, start = iteration, time.perf_counter()
-      outs = runner.each(lambda v, s: group.chunk(v, s, plan["report"]), part_values, sims)
+      length = phase_length(plan, iteration)
+      outs = runner.each(lambda v, s: group.chunk(v, s, jnp.int32(length), plan["report"]),
+                         part_values, sims)
       sims = [sim for sim, _ in outs]
       infos = parts.join_host(jax.device_get([info for _, info in outs]))
-      iteration += plan["report"]
+      infos = jax.tree.map(lambda x: x[:, :length], infos)  # rows past the phase: unwritten
+      iteration += length
       step, final = iteration * steps_per_iteration, iteration >= plan["total"]
-      rate = plan["report"] * steps_per_iteration / max(time.perf_counter() - start, 1e-9)
+      rate = length * steps_per_iteration / max(time.perf_counter() - start, 1e-9)
       for i, lane in enumerate(lanes):
         if not lane.stopped:
           metrics = {**summarize(_lane(infos, i)), "steps_per_second": rate}
           _log(lane.logger, step, "train", metrics)
       if due(before, iteration, plan["eval"], final):
         eval_compiling.join()
-        stats = parts.join_host(jax.device_get(runner.each(group.evaluate, part_values,
-                                                           sims)))
+        cap, start = jnp.int32(eval_cap(exp.run, step)), time.perf_counter()
+        stats = parts.join_host(jax.device_get(runner.each(
+            lambda v, s: group.evaluate(v, s, cap), part_values, sims)))
+        seconds = time.perf_counter() - start
         for i, lane in enumerate(lanes):
           if not lane.stopped:
-            _evaluated(lane, step, final, {k: float(v[i]) for k, v in stats.items()}, opts)
+            _evaluated(lane, step, final, _eval_metrics(stats, i, seconds), opts)
       if due(before, iteration, plan["checkpoint"], final):
         for i, lane in enumerate(lanes):
           if not lane.stopped or lane.stopped_at == step:  # a pruned lane: its last state
@@ -249,6 +451,12 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
             _save(lane, group.model, _take_lane(sims[part], index), iteration, step)
       if not final and stop is not None and stop():
         raise KeyboardInterrupt  # the group starts again on resume
+
+
+def _eval_metrics(stats: dict, lane: int, seconds: float) -> dict:
+  """One lane's evaluation as a local run reports it (``LocalTrainer.eval_phase``)."""
+  metrics = {k: float(v[lane]) for k, v in stats.items() if k != "steps"}
+  return {**metrics, "eval_steps": float(stats["steps"][lane]), "eval_seconds": seconds}
 
 
 def _evaluated(lane: Lane, step: int, final: bool, metrics: dict, opts: TuneOptions) -> None:

@@ -27,7 +27,7 @@ from batchrl.distributed import cluster as ray_cluster
 from batchrl.errors import UserInputError, missing_extra
 from batchrl.train.build import check_env
 from batchrl.tune import study as studies
-from batchrl.tune.batched import check_batching, run_groups
+from batchrl.tune.batched import Batching, batching, check_batching, run_groups, trials_text
 from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.parallel import Job, run_parallel, samplers_for
@@ -42,8 +42,8 @@ DIRECTORY = "batchrl_directory"  # study attribute: where the search ran last
 def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *,
            trials: int, logdir="runs", timestamp: str | None = None,
            overrides: Iterable[str] = (), sampler: Any = "tpe", pruner: Any = "median",
-           directory=None, batch_trials: int = 1, parallel: int = 1, ray: bool = False,
-           address: str | None = None, max_failures: int = 2,
+           directory=None, batch_trials: int | None = None, parallel: int = 1,
+           ray: bool = False, address: str | None = None, max_failures: int = 2,
            runners: int | RayOptions | None = None,
            stop: Callable[[], bool] | None = None, **options):
   """Runs (or resumes) a search; returns the Optuna study.
@@ -58,7 +58,10 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
     overrides: ``--set`` items applied to every trial.
     sampler, pruner: a name (``TuneOptions``) or an Optuna sampler / pruner object.
     batch_trials: train up to this many trials side by side in one compiled program
-      (gymnax configs; ``batchrl.tune.batched``); 1 trains them one after another.
+      (gymnax configs; ``batchrl.tune.batched``); 1 trains them one after another. None
+      (auto): side by side, as many per program as memory allows (at most 16), where the
+      config and the searched values allow it (``batched.batching`` says when), else one
+      after another; one after another with ``parallel``, ``ray`` or ``runners``.
     parallel: run this many trials at a time, each in its own worker process
       (``batchrl.tune.parallel``), or with ``ray`` as concurrent Ray Tune trials.
     ray: run the trials as Ray Tune trials, Optuna picking their values
@@ -131,7 +134,7 @@ class Launch:
   """How the trials run (``search``'s arguments of the same names); ``sampler`` is the
   sampler's name or object, ``seed`` the seed of a named one."""
 
-  batch_trials: int
+  batch_trials: int | None
   parallel: int
   ray: bool
   address: str | None
@@ -151,10 +154,12 @@ def runner_options(runners: int | RayOptions | None, address: str | None) -> Ray
   return RayOptions(address=address, runners=runners)
 
 
-def check_launch(batch_trials: int, parallel: int, ray: bool, address: str | None,
+def check_launch(batch_trials: int | None, parallel: int, ray: bool, address: str | None,
                  max_failures: int, runners: bool = False) -> None:
   """``--parallel``/``--ray``/``--address``/``--runners`` checked before anything is
-  written (Ray Tune installed, the cluster reachable)."""
+  written (Ray Tune installed, the cluster reachable). ``batch_trials`` None (auto) goes
+  with any of them: it comes to 1 there (``_batching``)."""
+  batch_trials = 1 if batch_trials is None else batch_trials
   if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
     raise UserInputError(f"--parallel must be an integer >= 1, got {parallel!r}.")
   if max_failures < 0:
@@ -185,6 +190,30 @@ def check_launch(batch_trials: int, parallel: int, ray: bool, address: str | Non
       ray_cluster.check_address(address)
 
 
+def _batching(exp: Experiment, opts: TuneOptions, params: tuple[Param, ...], launch: Launch,
+              remaining: int) -> Batching:
+  """``launch.batch_trials`` resolved for ``remaining`` trials: auto is one at a time for a
+  single trial, and where ``--parallel``, ``--ray`` or ``--runners`` run the trials."""
+  if launch.batch_trials is None and (remaining == 1 or launch.parallel > 1 or launch.ray
+                                      or launch.runners is not None):
+    return Batching(1, auto=True)
+  return batching(exp, opts, params, launch.batch_trials)
+
+
+def _mode(launch: Launch, batch: Batching, remaining: int) -> str:
+  """The line saying how the search runs its ``remaining`` trials."""
+  if launch.ray:
+    return (f"tune: {trials_text(remaining)} as Ray Tune trials, up to {launch.parallel} at "
+            "a time (--ray)")
+  if launch.parallel > 1:
+    return (f"tune: {trials_text(remaining)}, {min(launch.parallel, remaining)} at a time "
+            f"in worker processes (--parallel {launch.parallel})")
+  if launch.runners is not None:
+    return (f"tune: {trials_text(remaining)}, one at a time, each on "
+            f"{launch.runners.runners} Ray env runners (--runners)")
+  return batch.line(remaining)
+
+
 def _ray_tune():
   """``batchrl.tune.ray_tune``, which imports Ray Tune (the optional extra
   ``batchrl[tune-ray]``), or the one-line error naming the extra."""
@@ -208,10 +237,13 @@ def _optimize(optuna, study, base: Experiment, overrides: list[str],
     return
   log.info("Search %s: %d trial(s) to run (%d done).", tune_dir, remaining,
            opts.trials - remaining)
+  batch = _batching(apply_overrides(base, overrides), opts, params, launch, remaining)
+  log.info("%s", _mode(launch, batch, remaining))
 
-  if launch.batch_trials > 1:
-    run_groups(optuna, study, remaining, base, overrides, params, opts, tune_dir,
-               launch.batch_trials, _log_trial(optuna, opts), stop)
+  size = batch.size(remaining)
+  if size > 1:
+    run_groups(optuna, study, remaining, base, overrides, params, opts, tune_dir, size,
+               _log_trial(optuna, opts), stop)
     return
   if launch.ray or launch.parallel > 1:
     workers = 1 if launch.ray else min(launch.parallel, remaining)
