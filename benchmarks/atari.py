@@ -24,7 +24,7 @@ episode limit, 10k steps per env, and took longer than the training): 20480 step
 95.7 s, SB3 65.9 s: 1.45x (CPU time 1.30x); with ``--set backend=envpool`` 88.2 s against
 SB3's 75.1 s, 1.17x. Figures as typed since: the README's Atari section.
 Why 0.33x (an earlier target) is out of reach on a CPU: ``batchrl/configs/atari.py``.
-"""
+
 Imports nothing beyond the standard library at module level: the SB3 mode runs in the
 peers' interpreter.
 

@@ -66,11 +66,12 @@ class RunConfig:
                                     "envs (the first ones each env plays, so short "
                                     "episodes are not favoured); None = one per env. An "
                                     "evaluation ends when they are done or at eval_steps.")
-  eval_steps: int | None = param(None, "Step cap per env of an evaluation; None = "
-                                 "max_length or the env's episode limit. An evaluation also "
-                                 "takes at most as many steps (over all envs) as the "
-                                 "training before it, so it never outlasts the training "
-                                 "it measures.")
+  eval_steps: int | None = param(None, "Step cap per env of an evaluation. None: the "
+                                 "episode limit (max_length or the env's own), and at most "
+                                 "as many steps over all envs as the training before it, so "
+                                 "a default evaluation never outlasts the training it "
+                                 "measures (after a very short run it may end before any "
+                                 "episode does: give eval_steps to evaluate whole ones).")
   checkpoint_every: int = param(100_000, "Training steps between checkpoints (always one "
                                 "at the end).")
   keep_checkpoints: int = param(5, "How many recent checkpoints to keep.")

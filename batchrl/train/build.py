@@ -12,7 +12,6 @@ import math
 import jax
 
 from batchrl.agents.families import family
-from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment, RunConfig
 from batchrl.envs.atari import atari_env
 from batchrl.envs.batch import BatchEnv
@@ -112,28 +111,29 @@ def check_env(run: RunConfig, exp: Experiment | None = None) -> None:
     jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
 
 
+_NO_CAP = 2**31 - 1  # an int32 count no evaluation reaches
+
+
 def eval_steps(run: RunConfig, env) -> int:
-  """Steps of one evaluation: ``run.eval_steps``, else the episode limit of the run or env."""
+  """Steps of one evaluation at most: ``run.eval_steps``, else the episode limit of the run
+  or env; an env without one is capped by ``eval_cap`` alone (the training before it)."""
   if run.eval_steps is not None:
     return run.eval_steps
   limit = run.max_length or getattr(env, "max_episode_steps", None)
-  if limit is None:
-    raise ConfigError(f"run.eval_steps is None and {run.env} has no known episode limit; "
-                      "set run.eval_steps or run.max_length.")
-  return int(limit)
+  return _NO_CAP if limit is None else int(limit)
 
 
 def eval_cap(run: RunConfig, trained_steps: int) -> int:
-  """Steps per env an evaluation after ``trained_steps`` training steps may take (on top of
-  ``eval_steps``' cap): as many as the training before it, over all envs, so an evaluation
-  never outlasts the training it measures by more than its act steps cost. Before any
-  training (a trainer driven by hand) only ``eval_steps`` caps it."""
+  """Steps per env an evaluation after ``trained_steps`` training steps may take: with the
+  default ``eval_steps`` (None), as many as the training before it over all envs, so a
+  default evaluation never outlasts the training it measures by more than its acts cost;
+  a given ``run.eval_steps`` is the cap as given (whole episodes after a short run). Before
+  any training (a trainer driven by hand) only the episode limit caps it."""
+  if run.eval_steps is not None:
+    return run.eval_steps
   if trained_steps <= 0:
     return _NO_CAP
   return max(1, math.ceil(trained_steps / run.num_envs))
-
-
-_NO_CAP = 2**31 - 1
 
 
 def eval_kind(env) -> str:
