@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from batchrl import configs
+from batchrl import configs, experiment
 from batchrl.agents.families import family
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
@@ -162,3 +162,31 @@ def test_evaluation_shares_must_be_positive(cartpole):
   env, agent, *_ = cartpole
   with pytest.raises(ValueError, match="episodes"):
     fused.make_evaluate(env, agent, 500, 0)
+
+
+def test_a_host_run_tells_its_progress_between_reports(tmp_path):
+  """The progress bar moves while a phase runs: the compiled chunk of a host-env run reports
+  iterations done (a gymnax run's does not: its program stays in the persistent cache)."""
+  exp = configs.apply_overrides(configs.get("cartpole"), [
+      "num_envs=2", "num_workers=0", "rollout_length=16", "update_epochs=1",
+      "batch_size=32", "steps=256"])
+  trainer = experiment.Trainer(exp, tmp_path / "run")
+  try:
+    heard = []
+    trainer.train_phase(3, progress=heard.append)
+    jax.effects_barrier()
+    assert heard == [1, 2, 3]
+    trainer.train_phase(2)  # no listener: nothing heard
+    jax.effects_barrier()
+    assert heard == [1, 2, 3]
+  finally:
+    trainer.close()
+
+
+def test_chunks_call_on_iteration_as_iterations_finish(cartpole):
+  env, agent, sim, _ = cartpole
+  heard = []
+  chunk = fused.make_run_chunk(env, agent, on_iteration=heard.append)
+  chunk(sim, 2, 3)
+  jax.effects_barrier()
+  assert [int(x) for x in heard] == [1, 2]

@@ -128,9 +128,10 @@ class DistributedTrainer:
     """Starts a collect on every runner with the current leaves; ``pool.finish`` waits."""
     return self.pool.start("collect", self._shared(), version, rounds * self.agent.period)
 
-  def train_phase(self, iterations: int) -> dict[str, Any]:
+  def train_phase(self, iterations: int, progress=None) -> dict[str, Any]:
     """``iterations`` iterations (a multiple of ``rounds_of``) on the runners' experience;
-    the caller advances ``iteration``, as with the local ``LocalTrainer``."""
+    the caller advances ``iteration``, as with the local ``LocalTrainer``. ``progress``
+    hears the iterations done after each round."""
     start = time.perf_counter()
     k = self.rounds_of
     pending, infos, lags, runner_seconds = None, [], [], np.zeros(len(self.pool))
@@ -146,6 +147,8 @@ class DistributedTrainer:
       self._compiling.join()  # learn must not be compiled twice at once
       self.sim, info = self._learn(self.sim, batch)
       infos.append(jax.device_get(info))
+      if progress is not None:
+        progress(done + k)
     metrics = summarize(jax.tree.map(lambda *x: np.concatenate(x), *infos))
     seconds = max(time.perf_counter() - start, 1e-9)
     metrics["steps_per_second"] = iterations * self.steps_per_iteration / seconds

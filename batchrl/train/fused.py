@@ -169,7 +169,8 @@ def init_sim(env, agent: Model, key: jax.Array, num_seeds: int | None = None) ->
 
 
 def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
-                   steps_per_iteration: int | None = None):
+                   steps_per_iteration: int | None = None,
+                   on_iteration: Callable[[int], None] | None = None):
   """A compiled ``run_chunk(sim, num_iterations, length=None) -> (sim, infos)``.
 
   Runs ``num_iterations`` iterations and stacks their infos ``[num_iterations]``; with
@@ -178,12 +179,14 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   (default ``num_iterations``) and runs any ``num_iterations <= length`` (a traced count):
   a run's last, shorter train phase reuses the program of its full ones.
   Chunks chain exactly: ``run_chunk(run_chunk(sim, a)[0], b)`` equals ``run_chunk(sim, a + b)``.
+  ``on_iteration(done)``, when given, hears from the program how many iterations of the
+  chunk are done, about ``TICKS`` times a chunk (a progress bar between reports).
   """
   if num_seeds is not None:
     _check_seeds(num_seeds)
   if agent.top_level_update and agent.period is not None:
-    return _iterate_on_top(env, agent, num_seeds)
-  run = loop_iterations(make_iteration(env, agent, steps_per_iteration))
+    return _iterate_on_top(env, agent, num_seeds, on_iteration)
+  run = loop_iterations(make_iteration(env, agent, steps_per_iteration), on_iteration)
   if num_seeds is not None:
     run = _over_seeds(run)
   compiled = programs.jit(run, "loop", static_argnums=2)
@@ -203,7 +206,8 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   return run_chunk
 
 
-def _iterate_on_top(env, agent: Model, num_seeds: int | None):
+def _iterate_on_top(env, agent: Model, num_seeds: int | None,
+                    on_iteration: Callable[[int], None] | None = None):
   """``run_chunk`` for a model with ``top_level_update``: each iteration is one compiled
   rollout of ``agent.period`` steps, then ``agent.update`` as a top-level program, the
   same computation as ``_store_then_update`` in the same order.
@@ -226,6 +230,8 @@ def _iterate_on_top(env, agent: Model, num_seeds: int | None):
       agent_state, metrics = jax.block_until_ready(update(sim.agent_state))
       sim = sim._replace(agent_state=agent_state)
       infos.append({**stats, **metrics})
+      if on_iteration is not None:
+        on_iteration(len(infos))
     return sim, jax.tree.map(lambda *xs: jnp.stack(xs, axis=int(seeds)), *infos)
 
   return run_chunk
@@ -258,19 +264,28 @@ def _scan_iterations(iteration):
   return run
 
 
-def loop_iterations(iteration):
+TICKS = 50  # progress calls per chunk at most (make_run_chunk's on_iteration)
+
+
+def loop_iterations(iteration, on_iteration: Callable[[int], None] | None = None):
   """``run(sim, count, length)``: ``count`` (traced) iterations, infos stacked in ``[length]``
   rows (those past ``count`` are zeros): one program for train phases of any length up to
-  ``length`` (``make_run_chunk``; ``batchrl tune``'s side-by-side trials)."""
+  ``length`` (``make_run_chunk``; ``batchrl tune``'s side-by-side trials). With
+  ``on_iteration``, every ``length // TICKS``-th iteration calls it with the iterations done
+  (a host callback: it may run on another thread, and once per seed under ``vmap``)."""
   iteration = jax.jit(iteration)  # traced once: for the info shapes and for the loop body
 
   def run(sim: SimState, count: jax.Array, length: int):
     shapes = jax.eval_shape(iteration, sim)[1]
     rows = jax.tree.map(lambda s: jnp.zeros((length, *s.shape), s.dtype), shapes)
+    every = max(1, length // TICKS)
 
     def body(i, carry):
       sim, rows = carry
       sim, info = iteration(sim)
+      if on_iteration is not None:
+        jax.lax.cond((i + 1) % every == 0,
+                     lambda: jax.debug.callback(on_iteration, i + 1), lambda: None)
       return sim, jax.tree.map(lambda r, x: r.at[i].set(x), rows, info)
 
     return jax.lax.fori_loop(0, count, body, (sim, rows))

@@ -49,7 +49,7 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
     while trainer.iteration < plan["total"]:
       before = trainer.iteration
       length = phase_length(plan, trainer.iteration)
-      metrics = trainer.train_phase(length)
+      metrics = trainer.train_phase(length, progress=_mover(bar, trainer))
       trainer.iteration += length
       final = trainer.iteration >= plan["total"]
       _log(logger, bar, trainer.step, "train", metrics)
@@ -67,6 +67,14 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
       if stopping:
         break
   return last_eval
+
+
+def _mover(bar: Progress, trainer: Trainer) -> Callable[[int], None] | None:
+  """What moves the bar while a train phase runs (None when there is no bar to move)."""
+  if not bar.enabled:
+    return None
+  start, per = trainer.step, trainer.steps_per_iteration
+  return lambda done: bar.update(start + done * per)
 
 
 def _evaluate(trainer: Trainer, bar: Progress) -> dict[str, Any]:

@@ -12,7 +12,7 @@ holds); the driver owns the cadence (``plan``) and advances ``iteration`` after 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from batchrl.agents.core import Model
 from batchrl.configs import Experiment
@@ -52,8 +52,11 @@ class Trainer(Protocol):
   def save(self) -> None:
     """Checkpoints ``sim`` at ``step``."""
 
-  def train_phase(self, iterations: int) -> dict[str, Any]:
-    """Trains ``iterations`` iterations (``iteration`` is left to the driver); the report."""
+  def train_phase(self, iterations: int, progress: Callable[[int], None] | None = None
+                  ) -> dict[str, Any]:
+    """Trains ``iterations`` iterations (``iteration`` is left to the driver); the report.
+    ``progress(done)``, when given, hears now and then how many of them are done (it may
+    be called from another thread)."""
 
   def eval_phase(self) -> dict[str, Any]:
     """Evaluates the deterministic policy; ``episodes``, ``mean_score``, ``mean_length``."""
