@@ -1,6 +1,6 @@
 """``ppo_atari`` against SB3's PPO on Breakout: whole-process time for the same agent steps.
 
-The target (issue 28): ``batchrl train --config ppo_atari --set steps=20000``, the command
+The target: ``batchrl train --config ppo_atari --set steps=20000``, the command
 as a user types it (its default final evaluation included), in at most 0.9x the
 whole-process time of SB3's PPO with the rl-zoo Atari settings (8 envs, Nature CNN, 128
 steps, 4 epochs of 256, frame stack 4, the standard Atari wrappers) for the same steps,

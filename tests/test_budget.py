@@ -142,7 +142,7 @@ def test_evaluation_counts_the_first_episode_of_each_env(cartpole):
   np.testing.assert_allclose(stats["mean_score"], expected["mean_score"], rtol=1e-6)
   np.testing.assert_allclose(stats["mean_length"], expected["mean_length"], rtol=1e-6)
   # and it stops once they finished, not at the cap
-  assert stats["steps"] == int(np.max(np.argmax(rollout.done, axis=0))) + 1 < 500
+  assert stats["eval_steps"] == int(np.max(np.argmax(rollout.done, axis=0))) + 1 < 500
 
 
 def test_evaluation_plays_its_episodes_spread_over_the_envs(cartpole):
@@ -155,7 +155,7 @@ def test_evaluation_plays_its_episodes_spread_over_the_envs(cartpole):
 def test_evaluation_stops_at_its_cap(cartpole):
   *_, sim, evaluate = cartpole
   stats = jax.device_get(evaluate[10](sim, 3))
-  assert stats["steps"] == 3 and stats["episodes"] == 0 and np.isnan(stats["mean_score"])
+  assert stats["eval_steps"] == 3 and stats["episodes"] == 0 and np.isnan(stats["mean_score"])
 
 
 def test_evaluation_shares_must_be_positive(cartpole):

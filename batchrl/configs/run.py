@@ -184,13 +184,13 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
       raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp.agent))
   run = override(exp.run, _keep_report_period(run_items))
   config = override(exp.config, agent_items)
-  fit = family(exp.agent).fit_schedules
-  if fit is not None and _iterations(exp.run, exp.config) != _iterations(run, config):
+  changed = dataclasses.replace(exp, run=run, config=config)
+  if _iterations(exp.run, exp.config) != _iterations(run, config):
     # The budget or the update size changed: schedules counting updates follow the run,
     # unless the same --set gave their value.
-    config = override(fit(config, lambda period: run.iterations(period * run.num_envs)),
-                      agent_items)
-  return dataclasses.replace(exp, run=run, config=config)
+    changed = dataclasses.replace(
+        changed, config=override(fit_schedules(changed).config, agent_items))
+  return changed
 
 
 def _keep_report_period(run_items: list[str]) -> list[str]:

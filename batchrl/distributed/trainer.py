@@ -172,7 +172,7 @@ class DistributedTrainer:
     stats = self.pool.finish(self.pool.start("evaluate", self._shared(), cap))
     metrics = summarize({name: np.array([float(s[name]) for s in stats])
                          for name in ("episodes", "mean_score", "mean_length")})
-    return {**metrics, "eval_steps": float(max(s["steps"] for s in stats))}
+    return {**metrics, "eval_steps": float(max(s["eval_steps"] for s in stats))}
 
   def summaries(self) -> dict:
     """The agent's TensorBoard material, from the learner's state."""

@@ -89,8 +89,8 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
   its share of ``episodes`` (spread evenly over the ``B`` envs; None = one per env) or
   ``num_steps`` steps (and ``max_steps``, a traced cap, when given) were taken. Each env
   counts its *first* episodes, so short episodes are not favoured. Returns ``episodes``
-  (how many finished), ``mean_score`` and ``mean_length`` (NaN when none) and ``steps``
-  (steps per env taken). The training state is not changed: use the returned stats only.
+  (how many finished), ``mean_score`` and ``mean_length`` (NaN when none) and
+  ``eval_steps`` (steps per env taken). The training state is not changed: use the returned stats only.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
@@ -123,7 +123,7 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
     mean = lambda x: jnp.where(total > 0, jnp.sum(x) / jnp.maximum(total, 1),  # noqa: E731
                                jnp.float32(jnp.nan))
     return {"episodes": total, "mean_score": mean(score), "mean_length": mean(length),
-            "steps": t}
+            "eval_steps": t}
 
   return evaluate
 
@@ -239,29 +239,22 @@ def _iterate_on_top(env, agent: Model, num_seeds: int | None,
 
 def train(env, agent: Model, key: jax.Array, num_iterations: int,
           num_seeds: int | None = None, steps_per_iteration: int | None = None):
-  """The whole training run as ONE compiled program: init, then a scan of iterations.
+  """The whole training run as ONE compiled program: init, then a loop of iterations.
 
   Returns the final ``SimState`` and the stacked infos ``[num_iterations]`` (or
   ``[num_seeds, num_iterations]`` with ``num_seeds``, each seed an independent run).
   """
   if not isinstance(num_iterations, int) or num_iterations < 1:
     raise ValueError(f"num_iterations must be a positive int, got {num_iterations!r}.")
-  scan = _scan_iterations(make_iteration(env, agent, steps_per_iteration))
+  loop = loop_iterations(make_iteration(env, agent, steps_per_iteration))
 
   def run(run_key):
-    return scan(init_simulation(env, agent, run_key), num_iterations)
+    return loop(init_simulation(env, agent, run_key), num_iterations, num_iterations)
 
   if num_seeds is None:
     return programs.jit(run, "loop")(key)
   _check_seeds(num_seeds)
   return programs.jit(jax.vmap(run), "loop")(jax.random.split(key, num_seeds))
-
-
-def _scan_iterations(iteration):
-  def run(sim: SimState, num_iterations: int):
-    return jax.lax.scan(lambda s, _: iteration(s), sim, None, length=num_iterations)
-
-  return run
 
 
 TICKS = 50  # progress calls per chunk at most (make_run_chunk's on_iteration)

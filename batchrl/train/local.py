@@ -133,8 +133,7 @@ class LocalTrainer:
         self._runner.each(lambda sim: self.evaluate(sim, cap), self._parts.split(self.sim))))
     if self.exp.run.backend != "gymnax":
       self.sim = self.restart(self.sim)  # evaluation used the same host envs
-    metrics = {k: nan_mean(v) for k, v in stats.items() if k != "steps"}
-    metrics["eval_steps"] = float(np.max(stats["steps"]))
+    metrics = {k: nan_mean(v) for k, v in stats.items()}
     if self.seeds:
       metrics.update(per_seed_metrics(np.asarray(stats["mean_score"])))
     return metrics

@@ -2,8 +2,8 @@
 
 Train phases of ``plan["report"]`` iterations (the last one what is left of the budget)
 alternate with evaluations and checkpoints at the plan's cadence; every report goes to
-``metrics.jsonl``, TensorBoard and the progress bar. The loop starts from the trainer's latest checkpoint, so running it again resumes.
-When ``stop()`` turns true (``batchrl train``: the first Ctrl-C, see ``train.interrupt``),
+``metrics.jsonl``, TensorBoard and the progress bar. The loop starts from the trainer's
+latest checkpoint, so running it again resumes. When ``stop()`` turns true (``batchrl train``: the first Ctrl-C, see ``train.interrupt``),
 the loop checkpoints after the train phase under way and returns.
 """
 from __future__ import annotations

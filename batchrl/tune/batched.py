@@ -455,8 +455,7 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
 
 def _eval_metrics(stats: dict, lane: int, seconds: float) -> dict:
   """One lane's evaluation as a local run reports it (``LocalTrainer.eval_phase``)."""
-  metrics = {k: float(v[lane]) for k, v in stats.items() if k != "steps"}
-  return {**metrics, "eval_steps": float(stats["steps"][lane]), "eval_seconds": seconds}
+  return {**{k: float(v[lane]) for k, v in stats.items()}, "eval_seconds": seconds}
 
 
 def _evaluated(lane: Lane, step: int, final: bool, metrics: dict, opts: TuneOptions) -> None:
