@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from batchrl.configclass import atomic_write_text
+from batchrl.files import fsync_dir, write_atomic
 
 FORMAT = "batchrl-checkpoint"
 FORMAT_VERSION = 2  # 2: newest_only / dropped leaves; written only by checkpoints that have them
@@ -426,19 +426,6 @@ def restore(directory, template, *, step: int | None = None,
 # --------------------------------------------------------------------------- writing
 
 
-def _fsync_dir(path: Path) -> None:
-  try:
-    fd = os.open(path, os.O_RDONLY)
-  except OSError:  # platforms that cannot open directories (Windows): rename is all we get
-    return
-  try:
-    os.fsync(fd)
-  except OSError:
-    pass
-  finally:
-    os.close(fd)
-
-
 def _write_file(path: Path, data: bytes) -> dict:
   with open(path, "xb") as f:
     f.write(data)
@@ -463,7 +450,7 @@ def _install(directory: Path, tmp: Path, step: int) -> Path:
     trash = directory / f"{_TRASH_PREFIX}{step:012d}-{uuid.uuid4().hex[:8]}"
     os.rename(final, trash)
   os.rename(tmp, final)
-  _fsync_dir(directory)
+  fsync_dir(directory)
   if trash is not None:
     shutil.rmtree(trash, ignore_errors=True)
   return final
@@ -499,11 +486,10 @@ def _drop_file(ckpt: CheckpointInfo, step: int) -> None:
     body["files"] = {k: v for k, v in body["files"].items() if k != NEWEST_ONLY_FILE}
     body["dropped"] = body.pop("newest_only", [])
     body["dropped_by_step"] = step
-    atomic_write_text(ckpt.path / MANIFEST_FILE,
-                      json.dumps({**body, "checksum": _checksum(body)}, indent=1))
-    _fsync_dir(ckpt.path)
+    write_atomic(ckpt.path / MANIFEST_FILE,
+                 json.dumps({**body, "checksum": _checksum(body)}, indent=1))  # syncs the dir
   (ckpt.path / NEWEST_ONLY_FILE).unlink(missing_ok=True)
-  _fsync_dir(ckpt.path)
+  fsync_dir(ckpt.path)
 
 
 def _payloads(arrays: dict, newest_only: frozenset) -> dict[str, dict]:
@@ -548,7 +534,7 @@ def save(directory, step: int, state, *, config=None, counters: Mapping[str, Any
       files[name] = _write_file(tmp / name, serialization.msgpack_serialize(part))
     manifest = _make_manifest(step, config, counters, table, files, sorted(newest_only))
     _write_file(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode("utf-8"))
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     final = _install(directory, tmp, step)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -12,8 +12,7 @@ each value against its annotation when constructed::
 
     cfg = override(PPOConfig(), ["lr=3e-4", "policy_layers=(64, 64)"])
     assert cfg.replace(lr=1e-3).lr == 1e-3  # every config class has replace()
-    save_yaml(cfg, run_dir / "config.yaml")
-    assert load_yaml(run_dir / "config.yaml") == cfg
+    assert from_dict(PPOConfig, yaml.safe_load(yaml.safe_dump(to_dict(cfg)))) == cfg
 
 Supported annotations: ``int``, ``float`` (ints accepted, stored as float), ``bool``, ``str``,
 ``None``, ``tuple[X, ...]`` / ``tuple[X, Y]``, ``Literal[...]`` and unions such as ``X | None``.
@@ -23,27 +22,18 @@ Everything a config holds can therefore be written with ``yaml.safe_dump`` and r
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
-import importlib
-import os
-import tempfile
 import types
 import typing
-from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 import numpy as np
 import yaml
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 
-YAML_FORMAT = 1
 _NONE = type(None)
 _SCALARS = (bool, int, float, str, _NONE)
-# Classes decorated with @configclass by "module.QualName", so load_yaml can find the class
-# a file names without importing arbitrary modules named in a file.
-_CONFIG_CLASSES: dict[str, type] = {}
 
 
 class ConfigError(UserInputError):
@@ -87,7 +77,6 @@ def configclass(cls: type) -> type:
           f"field {f.name!r} of {cls.__name__} has no help text; declare it as "
           f"`{f.name}: ... = param(default, \"what it means\")`")
     _require_supported(cls, f.name, hints[f.name])
-  _CONFIG_CLASSES[class_path(cls)] = cls
   return cls
 
 
@@ -95,11 +84,6 @@ def _replace_method(self, **changes):
   """A copy with ``changes`` (converted by each field's annotation); an unknown key is an
   error naming the closest field. Every ``@configclass`` has it."""
   return override_dict(self, changes)
-
-
-def class_path(cls: type) -> str:
-  """The name a YAML file stores for a config class: ``module.QualName``."""
-  return f"{cls.__module__}.{cls.__qualname__}"
 
 
 @functools.cache
@@ -325,17 +309,10 @@ def check_config(cfg) -> None:
 # --------------------------------------------------------------------------- overrides
 
 
-def _suggest(word: str, options: Iterable[str]) -> str:
-  close = difflib.get_close_matches(word, list(options), n=3, cutoff=0.5)
-  if not close:
-    return ""
-  return "did you mean " + " or ".join(repr(c) for c in close) + "? "
-
-
 def _unknown_key_error(cls: type, key: str) -> ConfigError:
   names = [f.name for f in _fields(cls)]
-  return ConfigError(f"unknown config key {key!r} for {cls.__name__}; {_suggest(key, names)}"
-                     f"valid keys: {', '.join(names)}")
+  return ConfigError(f"unknown config key {key!r} for {cls.__name__}"
+                     f"{did_you_mean(key, names, n=3)}; valid keys: {', '.join(names)}")
 
 
 def _converted_values(cls: type, values: Mapping[str, Any], texts: Mapping[str, str]) -> dict:
@@ -415,86 +392,6 @@ def from_dict(cls: type, values: Mapping[str, Any]):
   cfg = cls(**_converted_values(cls, values, {}))
   validate_types(cfg)
   return cfg
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-  """Write via a temporary file and rename, so a crash never leaves half a config."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException:
-    Path(tmp).unlink(missing_ok=True)
-    raise
-
-
-def save_yaml(cfg, path, extra: Mapping[str, Any] | None = None) -> Path:
-  """Write ``cfg`` (and optional ``extra`` plain data, e.g. the config name) as YAML."""
-  doc = {"batchrl_config": YAML_FORMAT, "class": class_path(type(cfg)), "config": to_dict(cfg)}
-  if extra:
-    doc["extra"] = _plain(dict(extra))
-  try:
-    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None)
-  except yaml.YAMLError as e:
-    raise ConfigError(f"cannot write {path}: extra must be plain data (numbers, strings, "
-                      f"lists, dicts): {e}") from e
-  path = Path(path)
-  atomic_write_text(path, text)
-  return path
-
-
-def _read_doc(path) -> dict:
-  path = Path(path)
-  try:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-  except FileNotFoundError:
-    raise
-  except yaml.YAMLError as e:
-    raise ConfigError(f"{path} is not valid YAML: {e}") from e
-  if not isinstance(doc, dict) or "config" not in doc or "class" not in doc:
-    raise ConfigError(f"{path} is not a batchrl config file (expected the keys "
-                      "'batchrl_config', 'class' and 'config'; write one with save_yaml)")
-  if doc.get("batchrl_config", YAML_FORMAT) > YAML_FORMAT:
-    raise ConfigError(f"{path} has config format {doc['batchrl_config']}; this batchrl reads "
-                      f"up to {YAML_FORMAT}")
-  return doc
-
-
-def _resolve_class(name: str) -> type:
-  if name not in _CONFIG_CLASSES:
-    module = name.rpartition(".")[0]
-    # Only our own package is imported on a file's say-so: loading a config runs no
-    # code chosen by whoever wrote the file.
-    if module == "batchrl" or module.startswith("batchrl."):
-      try:
-        importlib.import_module(module)
-      except ImportError:
-        pass
-  if name not in _CONFIG_CLASSES:
-    raise ConfigError(f"config class {name!r} is not known; import the module that defines it "
-                      f"or pass cls=. {_suggest(name, _CONFIG_CLASSES)}"
-                      f"known: {', '.join(sorted(_CONFIG_CLASSES)) or 'none'}")
-  return _CONFIG_CLASSES[name]
-
-
-def load_yaml(path, cls: type | None = None):
-  """Read a config written by :func:`save_yaml` (``yaml.safe_load`` only).
-
-  The class is the one the file names (it must be a ``@configclass`` of an imported module or
-  of ``batchrl``), unless ``cls`` is given.
-  """
-  doc = _read_doc(path)
-  cls = cls or _resolve_class(str(doc["class"]))
-  return from_dict(cls, doc["config"] or {})
-
-
-def load_yaml_extra(path) -> dict[str, Any]:
-  """The ``extra`` data stored with a config by :func:`save_yaml` (empty if none)."""
-  return dict(_read_doc(path).get("extra") or {})
 
 
 # --------------------------------------------------------------------------- describing
@@ -580,7 +477,7 @@ class Registry:
     """The entry for ``name``; unknown names raise ConfigError with the closest names."""
     if name not in self._entries:
       known = ", ".join(self._entries) or "none registered"
-      raise ConfigError(f"unknown {self.kind} {name!r}; {_suggest(name, self._entries)}"
+      raise ConfigError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries, n=3)}; "
                         f"known: {known}")
     return self._entries[name]
 

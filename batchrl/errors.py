@@ -7,6 +7,24 @@ with exit code 2; anything else is a genuine bug and keeps its traceback.
 """
 from __future__ import annotations
 
+import difflib
+from typing import Any, Iterable
+
+SUGGESTION_CUTOFF = 0.6  # difflib's similarity ratio a valid name needs to be suggested
+
+
+def close_matches(word: Any, options: Iterable[Any], n: int = 3) -> list[str]:
+  """Up to ``n`` of ``options`` close to ``word`` (best first), by one rule everywhere."""
+  return difflib.get_close_matches(str(word), [str(o) for o in options], n=n,
+                                   cutoff=SUGGESTION_CUTOFF)
+
+
+def did_you_mean(word: Any, options: Iterable[Any], n: int = 1) -> str:
+  """`` (did you mean 'x'?)`` (or ``'x' or 'y'`` for ``n`` > 1) when a close option
+  exists, else an empty string: the one way a "did you mean" hint is written."""
+  close = close_matches(word, options, n)
+  return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
 
 class UserInputError(ValueError):
   """Something the user gave is wrong; the message says what, and what is valid."""

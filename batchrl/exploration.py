@@ -47,7 +47,6 @@ theta=0.15)                actions only; stationary variance ``sigma^2 / (1 - (1
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 
 KINDS = ("int", "bool", "float")
 _FLOAT_ONLY = ("gaussian", "ornstein_uhlenbeck")
@@ -86,11 +85,6 @@ _ALIASES = {"constant": ("constant",), "linear_decay": ("initial_epsilon", "fina
 
 class ExplorationSpecError(UserInputError):
   """An exploration spec that cannot be built or does not fit the action; names what is valid."""
-
-
-def _did_you_mean(name: Any, valid) -> str:
-  close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-  return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +132,7 @@ class Exploration:
     """Raises ``ExplorationSpecError`` when this exploration cannot act on ``kind`` actions."""
     if kind not in KINDS:
       raise ExplorationSpecError(f"action kind {kind!r} is not one of {KINDS}"
-                                 f"{_did_you_mean(kind, KINDS)}")
+                                 f"{did_you_mean(kind, KINDS)}")
     if kind != "float" and self.type in _FLOAT_ONLY:
       raise ExplorationSpecError(
           f"exploration {self.type!r} adds noise to float actions and cannot explore a "
@@ -262,7 +256,7 @@ def _fields(kind: str, spec: Mapping, where: str) -> dict[str, Any]:
       continue
     if key not in valid:
       raise ExplorationSpecError(f"{where} ({kind}): unknown key {key!r}"
-                                 f"{_did_you_mean(key, valid)}; valid keys: "
+                                 f"{did_you_mean(key, valid)}; valid keys: "
                                  f"{', '.join(['type'] + valid)}")
     if _FIELD[key] in given:
       raise ExplorationSpecError(f"{where} ({kind}): {key!r} sets {_FIELD[key]} a second time")
@@ -309,7 +303,7 @@ def build_exploration(spec: Any, where: str = "exploration") -> Exploration | No
   kind = spec.get("type")
   if kind not in _TYPES:
     raise ExplorationSpecError(f"{where}: unknown exploration type {kind!r}"
-                               f"{_did_you_mean(kind, _TYPES)}; valid types: "
+                               f"{did_you_mean(kind, _TYPES)}; valid types: "
                                f"{', '.join(_TYPES)}")
   return Exploration(**_fields(kind, spec, where))
 
@@ -337,7 +331,7 @@ def build_explorations(spec: Any, action_names=None, kinds: Mapping[str, str] | 
     for name in spec:
       if name not in names:
         raise ExplorationSpecError(f"exploration: no action named {name!r}"
-                                   f"{_did_you_mean(name, names)}; actions: "
+                                   f"{did_you_mean(name, names)}; actions: "
                                    f"{', '.join(map(str, names))}")
     built = {name: build_exploration(spec.get(name), f"exploration[{name!r}]") for name in names}
   else:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +40,7 @@ import numpy as np
 from batchrl.agents.runtime import Runtime, act_fresh
 from batchrl.agents.states import DTYPES, named_spaces, space_kind
 from batchrl.errors import UserInputError, missing_extra
+from batchrl.files import write_atomic
 
 FORMATS = ("onnx", "jax")
 JAX_PLATFORMS = ("cpu", "cuda", "tpu")  # a serialized export runs on any of these
@@ -118,11 +118,7 @@ def export_policy(policy: Policy, path, format: str = "onnx") -> Path:
     raise UserInputError(f"{path} is a directory: give the file to write, e.g. "
                          f"{path / 'policy.onnx'}.")
   data = onnx_bytes(policy) if format == "onnx" else jax_bytes(policy)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-  tmp.write_bytes(data)
-  os.replace(tmp, path)
-  return path
+  return write_atomic(path, data)
 
 
 def jax_bytes(policy: Policy) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 import warnings
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from batchrl.files import write_atomic
 
 PHASES = ("train", "eval")
 METRICS_FILE = "metrics.jsonl"
@@ -61,12 +62,7 @@ def _drop_after(path: Path, step: int) -> int:
   """Rewrite ``path`` without records after ``step`` (written by a run that then crashed)."""
   records = read_metrics(path)
   kept = [r for r in records if not isinstance(r.get("step"), int) or r["step"] <= step]
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.writelines(json.dumps(r) + "\n" for r in kept)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
   return len(records) - len(kept)
 
 

@@ -28,20 +28,20 @@ def largest_divisor(n: int, at_most: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Parts:
+class LaneSplit:
   """``lanes`` lanes in ``count`` parts of ``size`` (the last one padded)."""
 
   lanes: int
   count: int
 
   @classmethod
-  def for_backend(cls, lanes: int) -> "Parts":
+  def for_backend(cls, lanes: int) -> "LaneSplit":
     """One part per usable core on the CPU backend; one part elsewhere."""
     cores = usable_cpus() if jax.default_backend() == "cpu" else 1
     return cls(lanes, max(1, min(lanes, cores)))
 
   @classmethod
-  def unpadded(cls, lanes: int) -> "Parts":
+  def unpadded(cls, lanes: int) -> "LaneSplit":
     """As many equal parts as the CPU backend has usable cores and ``lanes`` divides into
     (no padding: for a mean over the whole batch, each part an equal share); one part on
     other backends."""
@@ -85,7 +85,7 @@ class Parts:
 class PartRunner:
   """Runs a function over the parts, each call in its own thread (``with`` closes them)."""
 
-  def __init__(self, parts: Parts):
+  def __init__(self, parts: LaneSplit):
     self.parts = parts
     self._pool = ThreadPoolExecutor(parts.count, thread_name_prefix="batchrl-lanes")
 

@@ -47,7 +47,6 @@ Every type except ``sequence`` computes in float32; ``sequence`` keeps its input
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -56,7 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 from batchrl.ops.running_stats import RunningStats
 
 _EPS = 1e-8
@@ -65,11 +64,6 @@ _KINDS = {"float": jnp.float32, "int": jnp.int32, "bool": jnp.bool_}
 
 class PreprocessingSpecError(UserInputError):
   """A preprocessing spec that cannot be built; names the position/key and what is valid."""
-
-
-def _did_you_mean(name: Any, valid) -> str:
-  close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-  return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _number(name: str, value: Any) -> float:
@@ -248,7 +242,7 @@ class ImageResize:
     _positive_int("height", self.height)
     if self.method not in _RESIZE_METHODS:
       raise PreprocessingSpecError(f"method {self.method!r} is not one of {_RESIZE_METHODS}"
-                                   f"{_did_you_mean(self.method, _RESIZE_METHODS)}")
+                                   f"{did_you_mean(self.method, _RESIZE_METHODS)}")
     if len(shape) not in (2, 3):
       raise PreprocessingSpecError(f"image_resize needs an image of shape [H, W] or [H, W, C], "
                                    f"got input shape {shape}")
@@ -429,7 +423,7 @@ def _check_dtype(dtype_kind: Any, where: str) -> str:
   except TypeError:
     raise PreprocessingSpecError(
         f"{where}: dtype_kind {dtype_kind!r} is neither a kind ('float', 'int', 'bool') nor a "
-        f"dtype name such as 'uint8'{_did_you_mean(dtype_kind, _KINDS)}") from None
+        f"dtype name such as 'uint8'{did_you_mean(dtype_kind, _KINDS)}") from None
 
 
 def _build_one(spec: Any, shape: tuple[int, ...], where: str):
@@ -441,7 +435,7 @@ def _build_one(spec: Any, shape: tuple[int, ...], where: str):
   kind = spec.get("type")
   if kind not in PREPROCESSORS:
     raise PreprocessingSpecError(f"{where}: unknown preprocessor type {kind!r}"
-                                 f"{_did_you_mean(kind, PREPROCESSORS)}; valid types: "
+                                 f"{did_you_mean(kind, PREPROCESSORS)}; valid types: "
                                  f"{', '.join(sorted(PREPROCESSORS))}")
   cls = PREPROCESSORS[kind]
   fields = [f.name for f in dataclasses.fields(cls)]
@@ -454,7 +448,7 @@ def _build_one(spec: Any, shape: tuple[int, ...], where: str):
     if name not in fields:
       valid = fields + list(aliases)
       raise PreprocessingSpecError(f"{where} ({kind}): unknown key {key!r}"
-                                   f"{_did_you_mean(key, valid)}; valid keys: "
+                                   f"{did_you_mean(key, valid)}; valid keys: "
                                    f"{', '.join(['type'] + valid)}")
     if name in kwargs:
       raise PreprocessingSpecError(f"{where} ({kind}): {name!r} given twice (once as {key!r})")
@@ -527,7 +521,7 @@ def build_preprocessing(spec: Any, state_shapes: Mapping[str, tuple] | tuple,
     for name in spec:
       if name not in state_shapes:
         hint = (" (reward preprocessing has its own spec, reward_preprocessing)"
-                if name == "reward" else _did_you_mean(name, names))
+                if name == "reward" else did_you_mean(name, names))
         raise PreprocessingSpecError(f"preprocessing: no state named {name!r}{hint}; states: "
                                      f"{', '.join(map(str, names))}")
     per_name = {name: spec.get(name) for name in names}

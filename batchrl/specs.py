@@ -28,7 +28,6 @@ so ``to_space(from_space(space))`` gives back the same shape, dtype and bounds.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
   """Observation and action space of ONE environment (not the batch)."""
@@ -80,12 +79,6 @@ def validate_spec(spec: Any) -> None:
   _parse(spec, "spec")
 
 
-def _did_you_mean(name: Any, valid: Sequence[str]) -> str:
-  """' (did you mean 'x'?)' when a close valid name exists, else ''."""
-  close = difflib.get_close_matches(str(name), list(valid), n=1)
-  return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _is_int(value: Any) -> bool:
   return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -106,7 +99,7 @@ def _parse(spec: Any, path: str) -> gym.Space:
       if not isinstance(name, str):
         raise SpecError(f"{path}: names of named specs must be strings, got {name!r}")
     return spaces.Dict({name: _parse(sub, f"{path}[{name!r}]") for name, sub in spec.items()})
-  typos = [key for key in spec if _did_you_mean(key, ["type"])]
+  typos = [key for key in spec if did_you_mean(key, ["type"])]
   hint = f"; {typos[0]!r} looks like a misspelled 'type'" if typos else ""
   raise SpecError(
     f"{path}: a spec needs 'type', one of {list(SPEC_TYPES)}{hint}; a dict of named specs "
@@ -117,13 +110,13 @@ def _parse_leaf(spec: Mapping, path: str) -> gym.Space:
   kind = spec["type"]
   if kind not in _SPEC_KEYS:
     raise SpecError(
-      f"{path}['type'] = {kind!r} is not a spec type{_did_you_mean(kind, SPEC_TYPES)}; "
+      f"{path}['type'] = {kind!r} is not a spec type{did_you_mean(kind, SPEC_TYPES)}; "
       f"valid types: {list(SPEC_TYPES)}")
   valid = _SPEC_KEYS[kind]
   for key in spec:
     if key not in valid:
       raise SpecError(
-        f"{path}: unknown key {key!r} for a {kind!r} spec{_did_you_mean(key, valid)}; "
+        f"{path}: unknown key {key!r} for a {kind!r} spec{did_you_mean(key, valid)}; "
         f"valid keys: {list(valid)}")
   if kind == "tuple":
     return _parse_tuple(spec, path)
@@ -173,7 +166,7 @@ def _parse_dtype(spec: Mapping, valid: Sequence[str], default: str, path: str) -
   if dtype is None or dtype.name not in valid:
     raise SpecError(
       f"{path}['dtype'] = {name!r} is not valid for a {spec['type']!r} spec"
-      f"{_did_you_mean(name, valid)}; valid dtypes: {list(valid)}")
+      f"{did_you_mean(name, valid)}; valid dtypes: {list(valid)}")
   return dtype
 
 

@@ -23,6 +23,7 @@ import os
 import sys
 import time
 
+import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -275,8 +276,7 @@ def main() -> None:
                                        f"{q['timesteps'] / q['wall_s']:,.0f} steps/s"))
 
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  from jax._src import xla_bridge
-  dispatch = "on" if xla_bridge._CPU_ENABLE_ASYNC_DISPATCH.value else "off"
+  dispatch = "on" if jax.config.values.get("jax_cpu_enable_async_dispatch") else "off"
   print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; JAX CPU async dispatch "
         f"{dispatch}")
   print("| benchmark | result |\n|---|---|")

@@ -15,11 +15,13 @@ from batchrl.agents.a2c.losses import n_step_returns
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
 from batchrl.agents.policy_gradient import model as pg_model
+from batchrl.agents.policy_gradient.networks import make_networks
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.ops.returns import discounted_returns
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
+from conftest import leaves_by_path
 
 G = 0.9  # discount of the hand-computed cases
 
@@ -68,11 +70,6 @@ def test_estimate_terminals_bootstraps_at_true_ends_too():
 # -------------------------------------------------------------- the joint gradient
 
 
-def _leaves(tree) -> dict:
-  return {jax.tree_util.keystr(p): np.asarray(x)
-          for p, x in jax.tree_util.tree_leaves_with_path(tree)}
-
-
 @pytest.mark.parametrize("advantage", [True, False], ids=["a2c", "ac"])
 def test_joint_gradient_equals_the_hand_derived_one(advantage):
   """A 2-armed bandit with a constant state x = 1: logits = w + b, a value head V = u + c
@@ -94,7 +91,7 @@ def test_joint_gradient_equals_the_hand_derived_one(advantage):
     state = agent.store(state, Transition(obs, extras["raw_action"], rewards[t],
                                           jnp.asarray(terminated[t]), jnp.zeros(2, bool),
                                           obs, extras))
-  nets = pg_model.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   batch = pg_model.prepare(config, nets, state, returns=a2c_model.returns_fn(config))
   grads, _ = a2c_model.joint_gradient(config, nets, {"policy": state.params["policy"]},
                                       batch)
@@ -110,7 +107,7 @@ def test_joint_gradient_equals_the_hand_derived_one(advantage):
                       for t in range(2) for e in range(2)], axis=0)
   dlogits -= ent * -pi * (np.log(pi) + entropy)  # d(-ent * H)/dlogits
   dvalue = -crit * np.mean(returns - v)  # d(crit * 0.5 * mean((G - V)^2))/dV
-  got = _leaves(grads["policy"])
+  got = leaves_by_path(grads["policy"])
   heads = {k: x for k, x in got.items() if "value_head" not in k}
   bias = [x for k, x in heads.items() if k.endswith("['bias']")]
   kernel = [x for k, x in heads.items() if k.endswith("['kernel']")]
@@ -145,8 +142,8 @@ def test_tensorforce_keys_map_to_the_config():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(batch_size=8, horizn=2), "Did you mean 'horizon'"),
-    (dict(batch_size=8, critic_netwrk="auto"), "Did you mean 'critic_network'"),
+    (dict(batch_size=8, horizn=2), "did you mean 'horizon'"),
+    (dict(batch_size=8, critic_netwrk="auto"), "did you mean 'critic_network'"),
     (dict(batch_size=8, horizon=-1), "horizon must be an int >= 0"),
     (dict(batch_size=8, horizon=2, n_step=2), "horizon 2 means n_step 3"),
     (dict(batch_size=6), "batch_size"),
@@ -207,6 +204,7 @@ def test_a_separate_critic_with_gae_saves_and_loads_to_the_same_actions(tmp_path
 # --------------------------------------------------------------------- learning
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_fused_cartpole_reaches_475_within_200k_steps():
   """Best deterministic evaluation every 8k steps, seed 0 (measured: 500 at 32k,

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, checkpoint
-from batchrl.agents.actor_critic.losses import temperature_objective
+from batchrl.agents.actor_critic.losses import deterministic_actor_loss, temperature_objective
 from batchrl.agents.actor_critic.model import import_observations, sac_target_entropy
 from batchrl.agents.actor_critic.networks import (continuous_action_map, make_networks,
                                                   squashed_log_prob, squashed_sample)
 from batchrl.agents.ddpg import DDPGConfig, make_ddpg
-from batchrl.agents.ddpg.losses import deterministic_actor_loss
 from batchrl.agents.sac import SACConfig, make_sac
 from batchrl.agents.spaces import space_info
 from batchrl.agents.td3 import TD3Config, make_td3, smoothed_action, twin_next_value
@@ -27,16 +26,12 @@ from batchrl.envs.jax_env import make_vec
 from batchrl.ops.targets import soft_update
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
+from conftest import leaves
 
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 TORQUE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 TINY = dict(actor_layers=(8,), critic_layers=(8,), batch_size=8, memory_capacity=64,
             first_update=16, update_frequency=1, repeat_update=1)
-
-
-def leaves(tree):
-  return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-                     else x) for x in jax.tree.leaves(tree)]
 
 
 def normal_cdf(x):
@@ -296,6 +291,7 @@ SMALL = dict(actor_layers=(64, 64), critic_layers=(64, 64), batch_size=128, firs
              critic_learning_rate=1e-3)
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_sac_learns_pendulum_within_5k_steps():
   """Measured (seed 0): -1672, -1308, -166, -193, -150 after each 1k steps (13 s)."""
@@ -303,6 +299,7 @@ def test_sac_learns_pendulum_within_5k_steps():
   assert best >= -400, scores
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_ddpg_learns_pendulum_within_5k_steps():
   """Measured (seed 0): -1424, -1433, -878, -203, -149 after each 1k steps (6 s)."""
@@ -310,6 +307,7 @@ def test_ddpg_learns_pendulum_within_5k_steps():
   assert best >= -400, scores
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_td3_learns_pendulum_within_8k_steps():
   """Measured (seed 0): -1513 .. -546 over the first 6k steps, -235 at 7k, -129 at 8k (its
@@ -318,6 +316,7 @@ def test_td3_learns_pendulum_within_8k_steps():
   assert best >= -400, scores
 
 
+@pytest.mark.gymnax
 def test_gymnax_pendulum_state_keeps_its_types_across_a_step():
   """gymnax resets Pendulum's ``last_u`` from a Python float (a weak type) that its step makes
   strong; a state whose types change after a step compiles every fused chunk twice. The

@@ -13,6 +13,7 @@ import pytest
 from batchrl import Agent, configs, experiment
 from batchrl.agents.replay import updates as replay
 from batchrl.cli import main
+from conftest import leaves
 
 # 4 envs, 8-unit networks, a 32-transition memory (8 rows of 4 envs), learning from step 16
 TINY = ["actor_layers=[8]", "critic_layers=[8]", "batch_size=8", "memory_capacity=32",
@@ -21,12 +22,6 @@ TINY = ["actor_layers=[8]", "critic_layers=[8]", "batch_size=8", "memory_capacit
 
 def tiny(name: str, *sets: str):
   return configs.apply_overrides(configs.get(name), [*TINY, *sets])
-
-
-def leaves(tree):
-  return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype,
-                                                                      jax.dtypes.prng_key)
-                     else x) for x in jax.tree.leaves(tree)]
 
 
 # ----------------------------------------------------------------------- named configs
@@ -97,6 +92,7 @@ def test_explicit_action_bounds_still_serve_unbounded_actions():
 # ------------------------------------------------------------------------ exact resume
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("name", ["td3_pendulum_fused", "sac_pendulum_fused"])
 def test_resume_with_a_full_replay_memory_is_exact(name, tmp_path):
   """Train 2N == train N, checkpoint (the memory full and wrapped), resume, train N: bit
@@ -128,6 +124,7 @@ def test_resume_with_a_full_replay_memory_is_exact(name, tmp_path):
 # ------------------------------------------------------------------------------ seeds
 
 
+@pytest.mark.gymnax
 @pytest.mark.filterwarnings("ignore:train report at step")  # no episode ends in training
 def test_seeds_train_independent_actor_critic_agents_in_one_program(tmp_path):
   """``--seeds 2`` with a fused TD3 config: two runs vmapped, each reported, each its own."""

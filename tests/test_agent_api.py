@@ -71,7 +71,7 @@ def test_bad_states_are_clear_errors(cartpole_agent):
 
 
 def test_unknown_agent_and_keys_name_the_closest():
-  with pytest.raises(ConfigError, match="Did you mean 'ppo'"):
+  with pytest.raises(ConfigError, match="(?i)did you mean 'ppo'"):
     Agent.create("ppp", **CARTPOLE)
   with pytest.raises(ConfigError, match="multiple of parallel_interactions"):
     Agent.create("ppo", batch_size=10, parallel_interactions=4, **CARTPOLE)

@@ -6,9 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from batchrl import Agent
-from batchrl.agent import AgentUsageError, _terminal_codes
+from batchrl import Agent, jax_internals
+from batchrl.agent import AgentUsageError
 from batchrl.agents import fast_path, interaction
+from batchrl.agents.streams import terminal_codes
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
 SMALL = dict(network=[dict(type="dense", size=8)], batch_size=8, optimizer_batch_size=8,
@@ -213,42 +214,40 @@ def test_unrolled_threefry_gives_the_same_bits_and_restores_the_rule():
   program = fast_path._lowered_unrolled(jax.jit(draws), key)  # lowered unrolled, then run
   for a, b in zip(rolled, program(key)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  table = fast_path._mlir._platform_specific_lowerings["cpu"]
-  rule = table[fast_path._threefry.threefry2x32_p]
+  table, prim, _ = jax_internals.UNROLLED_THREEFRY.get()
+  rule = table[prim]
   with fast_path.unrolled_threefry():
-    assert table[fast_path._threefry.threefry2x32_p] is not rule
-  assert table[fast_path._threefry.threefry2x32_p] is rule
+    assert table[prim] is not rule
+  assert table[prim] is rule
 
 
 def test_terminal_codes_without_isin():
-  assert [_terminal_codes(v) for v in (False, True, 0, 1, 2, 2.0, np.int64(1),
-                                       np.bool_(True))] == [0, 1, 0, 1, 2, 2, 1, 1]
-  np.testing.assert_array_equal(_terminal_codes(np.array([True, False])), [1, 0])
-  np.testing.assert_array_equal(_terminal_codes([0, 2, 1.0]), [0, 2, 1])
-  assert _terminal_codes(np.array(2)) == 2
+  assert [terminal_codes(v) for v in (False, True, 0, 1, 2, 2.0, np.int64(1),
+                                      np.bool_(True))] == [0, 1, 0, 1, 2, 2, 1, 1]
+  np.testing.assert_array_equal(terminal_codes(np.array([True, False])), [1, 0])
+  np.testing.assert_array_equal(terminal_codes([0, 2, 1.0]), [0, 2, 1])
+  assert terminal_codes(np.array(2)) == 2
   for bad in (5, 1.5, -1, [0, 3], np.array([np.nan]), "1"):
     with pytest.raises(AgentUsageError, match="terminal must be a bool or 0/1/2"):
-      _terminal_codes(bad)
+      terminal_codes(bad)
 
 
 def test_inline_dispatch_only_when_nobody_chose(monkeypatch):
-  from jax._src import xla_bridge
-
-  from batchrl.agent import _prefer_inline_dispatch
+  from batchrl.agents.dispatch import prefer_inline_dispatch
   calls = []
   monkeypatch.setattr(jax.config, "update", lambda name, value: calls.append((name, value)))
-  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+  monkeypatch.setattr(jax_internals, "backends_started", lambda: False)
   monkeypatch.delenv("JAX_CPU_ENABLE_ASYNC_DISPATCH", raising=False)
   monkeypatch.setenv("BATCHRL_ASYNC_DISPATCH", "1")
-  _prefer_inline_dispatch()
+  prefer_inline_dispatch()
   assert calls == []  # opted out
   monkeypatch.delenv("BATCHRL_ASYNC_DISPATCH")
   monkeypatch.setenv("JAX_CPU_ENABLE_ASYNC_DISPATCH", "true")
-  _prefer_inline_dispatch()
+  prefer_inline_dispatch()
   assert calls == []  # the user set JAX's own variable
   monkeypatch.delenv("JAX_CPU_ENABLE_ASYNC_DISPATCH")
-  _prefer_inline_dispatch()
+  prefer_inline_dispatch()
   assert calls == [("jax_cpu_enable_async_dispatch", False)]
-  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
-  _prefer_inline_dispatch()
+  monkeypatch.setattr(jax_internals, "backends_started", lambda: True)
+  prefer_inline_dispatch()
   assert len(calls) == 1  # too late: the backend exists, the setting is left as it is

@@ -91,6 +91,7 @@ def _records(run_dir):
   return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.gymnax
 def test_a_run_trains_its_budget_and_reports_at_its_end(tmp_path, caplog):
   """3000 steps of 512-step updates: 6 updates (3072 steps), the config's 102,400-step
   periods clipped to the run, one report per update, the final evaluation capped by the
@@ -107,6 +108,7 @@ def test_a_run_trains_its_budget_and_reports_at_its_end(tmp_path, caplog):
   assert final["eval_steps"] <= 3072 / 8
 
 
+@pytest.mark.gymnax
 def test_the_last_shorter_phase_runs_in_the_same_program(tmp_path):
   """Phases of 3 updates, then 1: both in the program compiled for 3."""
   assert main(["train", "--config", "cartpole_fused", "--logdir", str(tmp_path),
@@ -128,6 +130,7 @@ def cartpole():
   return env, agent, sim, evaluate
 
 
+@pytest.mark.gymnax
 def test_evaluation_counts_the_first_episode_of_each_env(cartpole):
   env, agent, sim, evaluate = cartpole
   stats = jax.device_get(evaluate[None](sim))
@@ -145,6 +148,7 @@ def test_evaluation_counts_the_first_episode_of_each_env(cartpole):
   assert stats["eval_steps"] == int(np.max(np.argmax(rollout.done, axis=0))) + 1 < 500
 
 
+@pytest.mark.gymnax
 def test_evaluation_plays_its_episodes_spread_over_the_envs(cartpole):
   *_, sim, evaluate = cartpole
   stats = jax.device_get(evaluate[10](sim))
@@ -152,12 +156,14 @@ def test_evaluation_plays_its_episodes_spread_over_the_envs(cartpole):
   assert np.isfinite(stats["mean_score"]) and stats["mean_score"] == stats["mean_length"]
 
 
+@pytest.mark.gymnax
 def test_evaluation_stops_at_its_cap(cartpole):
   *_, sim, evaluate = cartpole
   stats = jax.device_get(evaluate[10](sim, 3))
   assert stats["eval_steps"] == 3 and stats["episodes"] == 0 and np.isnan(stats["mean_score"])
 
 
+@pytest.mark.gymnax
 def test_evaluation_shares_must_be_positive(cartpole):
   env, agent, *_ = cartpole
   with pytest.raises(ValueError, match="episodes"):
@@ -183,6 +189,7 @@ def test_a_host_run_tells_its_progress_between_reports(tmp_path):
     trainer.close()
 
 
+@pytest.mark.gymnax
 def test_chunks_call_on_iteration_as_iterations_finish(cartpole):
   env, agent, sim, _ = cartpole
   heard = []

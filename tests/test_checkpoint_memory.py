@@ -19,6 +19,7 @@ from batchrl.memories import MemoryState
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, build_model
+from conftest import leaves
 
 # a tiny Double DQN on gymnax CartPole: 4 envs x update_frequency 32 = 128 steps an
 # iteration; the memory (4096 transitions) is most of a checkpoint, as in a real run
@@ -39,13 +40,8 @@ def _bytes(path: Path) -> int:
   return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
 
-def _leaves(tree):
-  return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-                     else x) for x in jax.tree.leaves(tree)]
-
-
 def _assert_equal(a, b):
-  for x, y in zip(_leaves(a), _leaves(b), strict=True):
+  for x, y in zip(leaves(a), leaves(b), strict=True):
     np.testing.assert_array_equal(x, y)
 
 
@@ -64,6 +60,7 @@ def replay_run(tmp_path_factory):
 # ----------------------------------------------------------------------------- run level
 
 
+@pytest.mark.gymnax
 def test_only_the_newest_run_checkpoint_holds_the_replay_memory(replay_run):
   saved = checkpoint.list_checkpoints(replay_run.run_dir / "checkpoints")
   assert [c.step for c in saved] == [384, 512, 640]
@@ -82,6 +79,7 @@ def test_only_the_newest_run_checkpoint_holds_the_replay_memory(replay_run):
   assert not any(".agent_state.params" in name for name in memory)
 
 
+@pytest.mark.gymnax
 def test_resuming_from_the_newest_checkpoint_is_exact(replay_run):
   resumed = experiment.Trainer(_exp(), replay_run.run_dir)
   with warnings.catch_warnings():
@@ -95,6 +93,7 @@ def test_resuming_from_the_newest_checkpoint_is_exact(replay_run):
   _assert_equal(a, b)
 
 
+@pytest.mark.gymnax
 def test_resuming_from_an_older_checkpoint_warns_and_goes_on_with_an_empty_memory(
     replay_run, tmp_path, caplog):
   """The newest checkpoint is damaged: the previous one, without memory, is restored."""
@@ -124,7 +123,7 @@ def test_resuming_from_an_older_checkpoint_warns_and_goes_on_with_an_empty_memor
   trainer.train_phase(2)  # learning waits for a batch, then goes on
   state = trainer.sim.agent_state
   assert int(state.memory.filled) == 64 and int(state.num_updates) > int(saved.num_updates)
-  assert all(np.isfinite(x).all() for x in _leaves(state.params))
+  assert all(np.isfinite(x).all() for x in leaves(state.params))
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -133,6 +132,7 @@ def _copy(src: Path, dst: Path) -> None:
     (dst / f.name).write_bytes(f.read_bytes())
 
 
+@pytest.mark.gymnax
 def test_dqfd_checkpoints_drop_the_online_memory_and_keep_the_demonstrations(tmp_path):
   """DQFD's memory is nested (``dqn.memory``); its demonstrations stay in every checkpoint."""
   exp = configs.apply_overrides(configs.get("dqfd_cartpole"), [
@@ -165,6 +165,7 @@ def _memory_fields(state, prefix: str = "") -> set[str]:
   return found
 
 
+@pytest.mark.gymnax
 def test_every_replay_agent_names_its_replay_memory():
   """``Model.memory`` names each replay memory of every family's state (the only one left
   out: DQFD's demonstrations, which every checkpoint keeps), and nothing else."""

@@ -61,6 +61,7 @@ def _resume_argv(err: str) -> list[str]:
   return argv[1:]
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_ctrl_c_checkpoints_and_prints_the_command_that_resumes(tmp_path):
   argv = ["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), *LONG]
@@ -90,6 +91,7 @@ def test_ctrl_c_checkpoints_and_prints_the_command_that_resumes(tmp_path):
   assert checkpoint.latest_step(run_dir / "checkpoints") > kept
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_second_ctrl_c_stops_at_once_and_a_resume_says_there_is_no_checkpoint(tmp_path):
   # one report phase is the whole budget: the first Ctrl-C alone would wait for all of it
@@ -112,6 +114,7 @@ def test_second_ctrl_c_stops_at_once_and_a_resume_says_there_is_no_checkpoint(tm
   assert "Resuming" not in seen
 
 
+@pytest.mark.gymnax
 def test_loop_checkpoints_and_returns_when_asked_to_stop(tmp_path):
   exp = configs.apply_overrides(configs.get("cartpole_fused"), [
       "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=8192", "report_every=512",

@@ -26,17 +26,10 @@ from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
+from conftest import leaves
 
 CARTPOLE_STATES = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
 TWO = gym.spaces.Discrete(2)
-
-
-def leaves(tree):
-  def to_numpy(x):
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-      x = jax.random.key_data(x)
-    return np.asarray(x)
-  return [to_numpy(x) for x in jax.tree.leaves(tree)]
 
 
 # ------------------------------------------------------------------------------- losses
@@ -67,7 +60,7 @@ def test_l2_penalty_counts_kernels_only():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(demo_sampling_ratio=1.5), r"demo_sampling_ratio must be in \[0, 1\]"),
-    (dict(demonstrations="cartpole_controler"), "Did you mean 'cartpole_controller'"),
+    (dict(demonstrations="cartpole_controler"), "did you mean 'cartpole_controller'"),
     (dict(pretrain_steps=10), "pretrain_steps=10 needs demonstrations"),
     (dict(demo_memory_capacity=16), r"demo_memory_capacity \(16\) is smaller than batch_size"),
     (dict(memory="prioritised_replay"), "unknown dqfd.memory.*'prioritized_replay'"),
@@ -225,6 +218,7 @@ TINY = DQFDConfig(hidden_layers=(16,), memory_capacity=64, batch_size=8, first_u
                   demonstrations="cartpole_controller")
 
 
+@pytest.mark.gymnax
 def test_online_batches_mix_demonstrations():
   """Configured demonstrations are imported at init; online updates then draw 2 of 8
   samples from them (none once the demonstrations are gone)."""
@@ -267,6 +261,7 @@ def test_demonstrations_from_an_npz_file_and_pretraining_at_init(tmp_path):
 # ---------------------------------------------------------------------------- learning
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_named_config_starts_at_the_demonstrators_level_and_stays_there():
   """dqfd_cartpole, 2 seeds: the greedy policy is >= 475 right after init (20k

@@ -17,37 +17,30 @@ from batchrl import checkpoint
 from batchrl.agents import spaces
 from batchrl.agents.core import Transition
 from batchrl.agents.dqn import DQNConfig, import_observations, make_dqn
-from batchrl.agents.dqn import model as dqn_agent
-from batchrl.agents.dqn import losses
-from batchrl.agents.dqn.networks import Component, QNetworks
 from batchrl.agents.dqn import FAMILY
-from batchrl.agents.dqn.keys import dqn_config
-from batchrl.agents.family import BuildContext
 from batchrl.agents.dqn import presets as dqn_presets
+from batchrl.agents.family import BuildContext
+from batchrl.agents.replay import losses
+from batchrl.agents.replay import q_learning
+from batchrl.agents.replay.q_keys import dqn_config
+from batchrl.agents.replay.q_networks import Component, QNetworks
+from batchrl.agents.replay.updates import Static, memory_of
 from batchrl.configs import value_based
 from batchrl.configclass import ConfigError
-from batchrl.envs.jax_env import make_vec
 from batchrl.memories import Sample, TransitionItem
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
+from conftest import (assert_resumes_exactly, example_agent_spec, fused_kit, leaves,
+                      learning_curve)
 
 BOX = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
 TWO = gym.spaces.Discrete(2)
-
-
-def leaves(tree):
-  def to_numpy(x):
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-      x = jax.random.key_data(x)
-    return np.asarray(x)
-  return [to_numpy(x) for x in jax.tree.leaves(tree)]
 
 
 # ------------------------------------------------------------------------------ config
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(memory="prioritised_replay"), "Did you mean 'prioritized_replay'"),
+    (dict(memory="prioritised_replay"), "did you mean 'prioritized_replay'"),
     (dict(memory="sequential"), "DQN trains on single transitions"),
     (dict(memory_capacity=16, batch_size=32), r"memory_capacity \(16\) is smaller than "
      r"batch_size \(32\)"),
@@ -133,7 +126,7 @@ def hand_targets(n: int, double: bool, discount: float = 0.9) -> list[float]:
 
 def linear_state(config: DQNConfig):
   info = spaces.space_info(EnvSpec(BOX, TWO, 1), "flat")
-  memory = dqn_agent.memory_of(config, info)
+  memory = memory_of(config, info)
   template = TransitionItem(jnp.zeros(2), {"action": jnp.int32(0)}, jnp.float32(0),
                             jnp.bool_(False), jnp.bool_(False), jnp.zeros(2))
   column = lambda i, dtype: jnp.asarray([[step[i]] for step in STEPS], dtype)  # noqa: E731
@@ -142,7 +135,7 @@ def linear_state(config: DQNConfig):
                         column(1, jnp.float32))
   mstate = memory.add_rows(memory.init(template), rows)
   zero = jnp.int32(0)
-  state = dqn_agent.DQNState(jnp.asarray(W_ONLINE), jnp.asarray(W_TARGET), (), mstate,
+  state = q_learning.DQNState(jnp.asarray(W_ONLINE), jnp.asarray(W_TARGET), (), mstate,
                              jax.random.key(0), zero, zero, zero, zero, info)
   return memory, state
 
@@ -154,7 +147,7 @@ def test_targets_match_hand_computed_ones(n, double):
   memory, state = linear_state(config)
   index = jnp.arange(6, dtype=jnp.int32)
   sample = Sample(memory.gather(state.memory, index), index, jnp.ones(6), jnp.ones(6, bool))
-  got = jax.jit(lambda st: dqn_agent.targets(config, LINEAR, memory, st, st.params,
+  got = jax.jit(lambda st: q_learning.targets(config, LINEAR, memory, st, st.params,
                                              sample))(state)["action"]
   np.testing.assert_allclose(got, hand_targets(n, double), rtol=1e-6)
 
@@ -313,7 +306,7 @@ def test_masked_actions_are_never_chosen():
   explored = np.asarray(explored)
   assert mask[np.arange(16), explored].all()
   assert len(np.unique(explored)) == 4  # exploration does try every allowed action
-  q = dqn_agent.networks(config, state.info).q_values(state.params, obs)["action"]
+  q = q_learning.networks(config, state.info).q_values(state.params, obs)["action"]
   best = np.argmax(np.where(mask, np.asarray(q), -np.inf), axis=1)
   np.testing.assert_array_equal(greedy, best)
   assert float(metrics["learning"]) == 1.0 and np.isfinite(float(metrics["loss"]))
@@ -361,7 +354,7 @@ def test_import_observations_fills_the_memory():
   with pytest.raises(ValueError, match="importing 5 transitions into a memory of width 2"):
     import_observations(state, observations[:5] + [dict(observations[5], terminal=False)])
   with pytest.raises(ValueError, match="carries no config"):
-    import_observations(state._replace(static=dqn_agent.Static(None)), observations)
+    import_observations(state._replace(static=Static(None)), observations)
 
 
 def test_import_observations_from_arrays_with_truncation():
@@ -435,14 +428,13 @@ TINY = DQNConfig(hidden_layers=(16,), memory="prioritized_replay", memory_capaci
 
 @pytest.fixture(scope="module")
 def tiny_run():
-  env = make_vec("CartPole-v1", 4)
-  agent = make_dqn(TINY)
-  return env, agent, fused.make_run_chunk(env, agent)
+  return fused_kit("CartPole-v1", 4, make_dqn(TINY), eval_steps=500)
 
 
+@pytest.mark.gymnax
 def test_checkpoint_round_trip_resumes_exactly(tiny_run, tmp_path):
-  env, agent, run_chunk = tiny_run
-  sim = fused.init_sim(env, agent, jax.random.key(0))
+  run_chunk = tiny_run.run_chunk
+  sim = tiny_run.init(0)
   # a restored state has the same signature (shapes, dtypes, weak types), so it goes
   # through the programs already compiled
   checkpoint.save(tmp_path / "start", 0, sim)
@@ -455,12 +447,8 @@ def test_checkpoint_round_trip_resumes_exactly(tiny_run, tmp_path):
   assert int(sim.agent_state.memory.filled) == 16 and int(sim.agent_state.num_updates) > 0
   checkpoint.save(tmp_path, 96, sim)
   restored, _ = checkpoint.restore(tmp_path, sim)
-  a, infos_a = run_chunk(sim, 6)
-  b, infos_b = run_chunk(restored, 6)
-  for x, y in zip(leaves(a), leaves(b)):
-    np.testing.assert_array_equal(x, y)
-  np.testing.assert_array_equal(infos_a["loss"], infos_b["loss"])
-  assert set(infos_a) >= {"loss", "td_error", "q_mean", "epsilon", "beta", "priority_mean",
+  infos = assert_resumes_exactly(run_chunk, sim, restored, 6)
+  assert set(infos) >= {"loss", "td_error", "q_mean", "epsilon", "beta", "priority_mean",
                           "priority_max", "importance_weight"}
 
 
@@ -489,9 +477,7 @@ def test_object_api_keys():
 
 @pytest.mark.parametrize("name", ["dqn.json", "ddqn.json"])
 def test_example_agent_specs_build(name):
-  path = os.path.join(os.path.dirname(__file__), "..", "examples", "configs", name)
-  with open(path) as f:
-    spec = json.load(f)
+  spec = example_agent_spec(name)
   agent_type = {t.name: t for t in FAMILY.api_types}[spec["type"]]
   model = agent_type.build(spec, BuildContext(1, "auto", TWO))
   assert model.name == spec["type"] and model.period == 4
@@ -500,17 +486,10 @@ def test_example_agent_specs_build(name):
 def cartpole_progress(config: DQNConfig, seeds: int, evals: int, iterations: int):
   """Fused CartPole-v1 (8 envs), ``seeds`` runs vmapped: greedy returns before training and
   after each of ``evals`` chunks of ``iterations`` iterations, ``[evals + 1, seeds]``."""
-  env = make_vec("CartPole-v1", 8)
-  agent = make_dqn(config)
-  evaluate = jax.jit(jax.vmap(fused.make_evaluate(env, agent, 500)))
-  run_chunk = fused.make_run_chunk(env, agent, num_seeds=seeds)
-  sim = fused.init_sim(env, agent, jax.random.key(0), num_seeds=seeds)
-  scores = [np.asarray(evaluate(sim)["mean_score"])]
-  for _ in range(evals):
-    sim, infos = run_chunk(sim, iterations)
-    scores.append(np.asarray(evaluate(sim)["mean_score"]))
+  kit = fused_kit("CartPole-v1", 8, make_dqn(config), eval_steps=500, num_seeds=seeds)
+  scores, infos = learning_curve(kit, kit.init(0), evals, iterations)
   assert infos["loss"].shape == (seeds, iterations)
-  return np.stack(scores)
+  return scores
 
 
 def named(name: str):
@@ -542,6 +521,7 @@ def test_minatar_config_uses_the_json_conv_network():
   assert sorted(kernels) == [(3, 3, 4, 16), (128, 3), (8 * 8 * 16, 128)], kernels
 
 
+@pytest.mark.gymnax
 def test_learns_cartpole_fast():
   """The dqn_cartpole_fused settings with a 64x64 network and half the gradient steps, 2
   seeds vmapped, 10k steps (a few seconds after compiling): greedy returns go from about
@@ -553,6 +533,7 @@ def test_learns_cartpole_fast():
   assert (after > 50).all() and (after > 3 * before).all(), scores
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["dqn_cartpole_fused"])
 def test_named_fused_configs_reach_475_within_100k_steps(name):

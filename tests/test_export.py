@@ -11,7 +11,6 @@ import sys
 import gymnasium as gym
 import jax
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from batchrl import Agent
@@ -21,6 +20,8 @@ from batchrl.export_run import _wrapper_maps
 from batchrl.train.build import build_model, make_host_env
 from batchrl.visualize import load_agent_state, load_experiment
 from tests.agents.conftest import AGENTS, NETWORK, run_steps
+
+ort = pytest.importorskip("onnxruntime")  # the `export` extra
 
 FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac")
 # Keys besides the contract table's, and act/observe steps before export, where the policy
@@ -154,6 +155,7 @@ def run_actions(run_dir, step, states):
   return np.asarray(model.act(state, states, jax.random.key(0), True)[0])
 
 
+@pytest.mark.gymnax
 def test_batchrl_export_of_a_run_directory_acts_as_its_checkpoint(fused_run, tmp_path, capsys):
   states = random_states(gym.make("CartPole-v1").observation_space, k=128)
   out = tmp_path / "policy.onnx"
@@ -168,6 +170,7 @@ def test_batchrl_export_of_a_run_directory_acts_as_its_checkpoint(fused_run, tmp
   assert_same_actions(np.asarray(exported.call(states)), run_actions(fused_run, 1024, states))
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("args, message", [
     (["--logdir", "{tmp}/missing"], "is not a directory"),
     (["--logdir", "{empty}"], "no checkpoint"),

@@ -99,7 +99,7 @@ def test_masks_for_named_int_actions(gaussian_heads):
 
 
 @pytest.mark.parametrize("masks, match", [
-    ({"pik": np.ones((3, 4), bool)}, "unknown action 'pik'.*Did you mean 'pick'"),
+    ({"pik": np.ones((3, 4), bool)}, "unknown action 'pik'.*did you mean 'pick'"),
     ({"fire": np.ones((2,), bool)}, "int actions only.*'fire'"),
     ({"pick": np.ones((3, 5), bool)}, r"\[\.\.\., 3, 4\]; got \(3, 5\)"),
 ])
@@ -144,14 +144,14 @@ def test_tanh_mean_and_option_typos():
   params = heads.init(jax.random.key(0), FEATURES * 100)
   mean = heads.apply(params, FEATURES * 100).mean
   assert np.abs(mean).max() <= 1.0 and np.abs(mean).max() > 0.9
-  with pytest.raises(ValueError, match="float_distribution.*Did you mean 'beta'"):
+  with pytest.raises(ValueError, match="float_distribution.*did you mean 'beta'"):
     ActionHeads(ACTIONS, float_distribution="betta").init(jax.random.key(0), FEATURES)
-  with pytest.raises(ValueError, match="bounded_mean.*Did you mean 'tanh'"):
+  with pytest.raises(ValueError, match="bounded_mean.*did you mean 'tanh'"):
     ActionHeads(ACTIONS, bounded_mean="tahn").init(jax.random.key(0), FEATURES)
 
 
 def test_action_spec_validation():
-  with pytest.raises(ValueError, match="kind.*Did you mean 'float'"):
+  with pytest.raises(ValueError, match="kind.*did you mean 'float'"):
     ActionSpec("flaot")
   with pytest.raises(ValueError, match="num_values >= 1"):
     ActionSpec("int", (2,))

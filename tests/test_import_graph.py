@@ -2,7 +2,9 @@
 cycle closed by an import inside a function is still two modules that depend on each other.
 A package's ``__init__`` that imports its own children is not a cycle of ideas, so edges from
 a module to the package that contains it are left out (importing a child runs its parent
-first; that is how packages work)."""
+first; that is how packages work).
+
+And no agent folder imports another: what two agents share lives in a shared home (below)."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +13,15 @@ from pathlib import Path
 import batchrl
 
 ROOT = Path(batchrl.__file__).parent
+
+# The homes every agent may build on: the top-level modules of batchrl/agents (core, family,
+# spaces, ...), the family folders below, whose shared parts several agents are made of, and
+# batchrl.networks. What two agents share moves down into one of them, so that a change to
+# one agent (DQN's losses, say) cannot silently change another (SAC); every other folder of
+# batchrl/agents is one agent's, and imports nothing of another agent's.
+SHARED_FOLDERS = frozenset({"replay", "actor_critic", "policy_gradient"})
+# The one list of agent families: importing every agent folder is its job.
+REGISTRY = "batchrl.agents.families"
 
 
 def _modules() -> dict[str, Path]:
@@ -84,9 +95,40 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
   return out
 
 
-def test_the_package_has_no_import_cycle():
+def _agent_folder(module: str) -> str | None:
+  """The folder of batchrl/agents that ``module`` is in or is (``batchrl.agents.dqn.model``
+  -> ``dqn``), else None (top-level agents modules, the rest of the package)."""
+  parts = module.split(".")
+  if parts[:2] != ["batchrl", "agents"] or len(parts) < 3:
+    return None
+  return parts[2] if (ROOT / "agents" / parts[2]).is_dir() else None
+
+
+def _cross_agent_edges(graph: dict[str, set[str]], shared: frozenset[str]) -> list[str]:
+  """``"importer -> imported"`` for every import of an agent folder (a batchrl/agents folder not
+  in ``shared``) from outside it, by any module of batchrl.agents or batchrl.networks but the
+  registry."""
+  edges = []
+  for name in sorted(graph):
+    home = name.split(".")[:2]
+    if name == REGISTRY or home not in (["batchrl", "agents"], ["batchrl", "networks"]):
+      continue
+    source = _agent_folder(name)
+    for target in sorted(graph[name]):
+      folder = _agent_folder(target)
+      if folder is not None and folder not in shared and folder != source:
+        edges.append(f"{name} -> {target}")
+  return edges
+
+
+def _graph() -> dict[str, set[str]]:
+  """Every module of the package -> the modules of the package it imports."""
   modules = _modules()
-  graph = {name: _imported(name, path, set(modules)) for name, path in modules.items()}
+  return {name: _imported(name, path, set(modules)) for name, path in modules.items()}
+
+
+def test_the_package_has_no_import_cycle():
+  graph = _graph()
   assert "batchrl.agents.families" in graph and graph["batchrl.agents.families"]
   assert _cycles(graph) == []
 
@@ -94,3 +136,29 @@ def test_the_package_has_no_import_cycle():
 def test_the_cycle_finder_finds_a_cycle_through_three_modules():
   graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
   assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_agent_folders_import_only_themselves_and_shared_homes():
+  graph = _graph()
+  folders = {_agent_folder(name) for name in graph} - {None}
+  assert SHARED_FOLDERS <= folders, "a shared home was renamed: update SHARED_FOLDERS"
+  assert {"dqn", "dqfd", "naf", "ddpg", "td3", "sac"} <= folders - SHARED_FOLDERS
+  edges = _cross_agent_edges(graph, SHARED_FOLDERS)
+  assert not edges, ("agent folders import only themselves and shared homes (" +
+                     ", ".join(sorted(SHARED_FOLDERS)) + ", the top-level modules of "
+                     "batchrl/agents, batchrl.networks); move what they share into one. "
+                     "Offending imports:\n  " + "\n  ".join(edges))
+
+
+def test_the_cross_agent_check_names_the_offending_edge():
+  graph = {"batchrl.agents.td3.model": {"batchrl.agents.ddpg.losses", "batchrl.agents.core",
+                                        "batchrl.agents.actor_critic.losses"},
+           "batchrl.agents.actor_critic.losses": {"batchrl.agents.dqn.losses"},
+           "batchrl.networks.heads": {"batchrl.agents.sac.model"},
+           "batchrl.agents.dqn.model": {"batchrl.agents.dqn.losses"},
+           REGISTRY: {"batchrl.agents.dqn"}}
+  shared = frozenset({"actor_critic"})
+  assert _cross_agent_edges(graph, shared) == [
+      "batchrl.agents.actor_critic.losses -> batchrl.agents.dqn.losses",
+      "batchrl.agents.td3.model -> batchrl.agents.ddpg.losses",
+      "batchrl.networks.heads -> batchrl.agents.sac.model"]

@@ -295,9 +295,9 @@ def test_input_specs_from_spaces():
 # ----------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("spec, inputs, match", [
-    ([{"type": "dence", "size": 3}], VEC, r"network\[0\]: unknown layer type 'dence'; did you "
-                                          r"mean 'dense'\?"),
-    ([{"type": "dense", "sise": 3}], VEC, r"unknown key 'sise'; did you mean 'size'\?"),
+    ([{"type": "dence", "size": 3}], VEC, r"network\[0\]: unknown layer type 'dence' \(did you "
+                                          r"mean 'dense'\?\)"),
+    ([{"type": "dense", "sise": 3}], VEC, r"unknown key 'sise' \(did you mean 'size'\?\)"),
     ([{"type": "dense"}], VEC, r"network\[0\] \(dense\): missing required key 'size'"),
     ([{"type": "dense", "size": "64"}], VEC, r"key 'size' must be an int >= 1, got '64'"),
     ([{"type": "dense", "size": 3, "activation": "rel"}], VEC, r"did you mean 'relu'"),
@@ -327,7 +327,7 @@ def test_errors_for_several_states():
   with pytest.raises(NetworkSpecError, match=r"no branch for states \['position'\]"):
     build_network({"branches": {"image": "auto"}}, two)
   with pytest.raises(NetworkSpecError, match=r"\['branches'\]\['positon'\]: no state of that "
-                                             r"name; did you mean 'position'\?"):
+                                             r"name \(did you mean 'position'\?\)"):
     build_network({"branches": {"image": "auto", "position": "auto", "positon": "auto"}}, two)
   unequal = {"branches": {"image": [{"type": "flatten"}], "position": "auto"}, "combine": "sum"}
   with pytest.raises(NetworkSpecError, match=r"'sum' needs branches of equal output size, got "
@@ -338,7 +338,7 @@ def test_errors_for_several_states():
   with pytest.raises(NetworkSpecError, match=r"network\['branches'\]\['image'\]\[1\]: layer 1 "
                                              r"\(conv2d\) needs an input of rank 3"):
     build_network(bad_branch, two)
-  with pytest.raises(NetworkSpecError, match=r"unknown key 'combin'; did you mean 'combine'\?"):
+  with pytest.raises(NetworkSpecError, match=r"unknown key 'combin' \(did you mean 'combine'\?\)"):
     build_network({"branches": "auto", "combin": "sum"}, two)
   dueling_in_branch = {"branches": {"image": "auto", "position": [{"type": "dueling", "size": 2}]}}
   with pytest.raises(NetworkSpecError, match="put it last in 'layers'"):

@@ -47,7 +47,7 @@ def fill(memory, num_rows, state=None):
 
 
 def test_unknown_type_names_the_closest_one():
-  with pytest.raises(MemorySpecError, match="'prioritised_replay'.*Did you mean "
+  with pytest.raises(MemorySpecError, match="'prioritised_replay'.*did you mean "
                      "'prioritized_replay'"):
     make_memory("prioritised_replay", capacity=10)
   with pytest.raises(MemorySpecError, match="unknown memory key 'capacty'.*'capacity'"):

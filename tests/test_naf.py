@@ -5,7 +5,6 @@ target updates, both layouts, errors (a discrete space names DQN), object-API ke
 checkpoint round trip, and learning Pendulum (a small budget; the named config's 30k-step
 target is marked slow). Compiled programs are built once per module."""
 import json
-import os
 
 import gymnasium as gym
 import jax
@@ -18,27 +17,20 @@ from batchrl.agents.core import Transition
 from batchrl.agents.naf import (NAFConfig, advantage, greedy_actions, import_observations,
                                 lower_triangular, make_naf, pendulum_naf, precision)
 from batchrl.agents.naf import model as naf_agent
-from batchrl.agents.naf.networks import MIN_DIAGONAL, action_map
+from batchrl.agents.naf.networks import MIN_DIAGONAL
 from batchrl.agents.naf import FAMILY
 from batchrl.agents.naf.keys import naf_config
 from batchrl.agents.family import BuildContext
 from batchrl.configs import naf_dqfd
 from batchrl.configclass import ConfigError
-from batchrl.envs.jax_env import make_vec
 from batchrl.memories import TransitionItem
+from batchrl.networks.actions import action_map
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
+from conftest import (assert_resumes_exactly, example_agent_spec, fused_kit, leaves,
+                      learning_curve)
 
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 TORQUE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
-
-
-def leaves(tree):
-  def to_numpy(x):
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-      x = jax.random.key_data(x)
-    return np.asarray(x)
-  return [to_numpy(x) for x in jax.tree.leaves(tree)]
 
 
 # --------------------------------------------------------------------- the quadratic form
@@ -109,7 +101,7 @@ def test_discrete_actions_say_which_agent_fits(space):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(memory="prioritised_replay"), "Did you mean 'prioritized_replay'"),
+    (dict(memory="prioritised_replay"), "did you mean 'prioritized_replay'"),
     (dict(memory_capacity=16, batch_size=32), r"memory_capacity \(16\) is smaller"),
     (dict(update_target_weight=0.0), r"tau\) must be in \(0, 1\]"),
     (dict(exploration='{"type": "gausian"}'), "did you mean 'gaussian'"),
@@ -259,14 +251,13 @@ TINY = NAFConfig(hidden_layers=(16,), memory="prioritized_replay", memory_capaci
 
 @pytest.fixture(scope="module")
 def tiny_run():
-  env = make_vec("Pendulum-v1", 2)
-  agent = make_naf(TINY)
-  return env, agent, fused.make_run_chunk(env, agent)
+  return fused_kit("Pendulum-v1", 2, make_naf(TINY), eval_steps=200)
 
 
+@pytest.mark.gymnax
 def test_first_update_gate_and_soft_target_update(tiny_run, tmp_path):
-  env, agent, run_chunk = tiny_run
-  sim = fused.init_sim(env, agent, jax.random.key(0))
+  run_chunk = tiny_run.run_chunk
+  sim = tiny_run.init(0)
   checkpoint.save(tmp_path / "start", 0, sim)  # strongly typed leaves: one compiled chunk
   sim, _ = checkpoint.restore(tmp_path / "start", sim)
   start = sim.agent_state
@@ -284,9 +275,10 @@ def test_first_update_gate_and_soft_target_update(tiny_run, tmp_path):
                                                           leaves(start.params)))
 
 
+@pytest.mark.gymnax
 def test_checkpoint_round_trip_resumes_exactly(tiny_run, tmp_path):
-  env, agent, run_chunk = tiny_run
-  sim = fused.init_sim(env, agent, jax.random.key(1))
+  agent, run_chunk = tiny_run.agent, tiny_run.run_chunk
+  sim = tiny_run.init(1)
   checkpoint.save(tmp_path / "start", 0, sim)
   sim, _ = checkpoint.restore(tmp_path / "start", sim)
   for _ in range(3):  # 72 steps: the 64-item memory is full and has wrapped
@@ -297,12 +289,8 @@ def test_checkpoint_round_trip_resumes_exactly(tiny_run, tmp_path):
   np.testing.assert_array_equal(agent.act(sim.agent_state, obs, jax.random.key(3), False)[0],
                                 agent.act(restored.agent_state, obs, jax.random.key(3),
                                           False)[0])
-  a, infos_a = run_chunk(sim, 6)
-  b, infos_b = run_chunk(restored, 6)
-  for x, y in zip(leaves(a), leaves(b)):
-    np.testing.assert_array_equal(x, y)
-  np.testing.assert_array_equal(infos_a["loss"], infos_b["loss"])
-  assert set(infos_a) >= {"loss", "td_error", "q_mean", "v_mean", "advantage_mean",
+  infos = assert_resumes_exactly(run_chunk, sim, restored, 6)
+  assert set(infos) >= {"loss", "td_error", "q_mean", "v_mean", "advantage_mean",
                           "noise_scale", "memory_size", "importance_weight"}
 
 
@@ -330,10 +318,8 @@ def test_object_api_keys():
 
 
 def test_example_agent_spec_builds():
-  path = os.path.join(os.path.dirname(__file__), "..", "examples", "configs", "naf.json")
-  with open(path) as f:
-    spec = json.load(f)
-  model = FAMILY.api_types[0].build(spec, BuildContext(1, "auto", TORQUE))
+  model = FAMILY.api_types[0].build(example_agent_spec("naf.json"),
+                                    BuildContext(1, "auto", TORQUE))
   assert model.name == "naf" and model.period == 1
 
 
@@ -348,18 +334,11 @@ def test_named_config_builds():
 def pendulum_progress(config: NAFConfig, seeds: int, evals: int, iterations: int):
   """Fused Pendulum-v1 (4 envs), ``seeds`` runs vmapped: greedy returns before training and
   after each of ``evals`` chunks of ``iterations`` iterations, ``[evals + 1, seeds]``."""
-  env = make_vec("Pendulum-v1", 4)
-  agent = make_naf(config)
-  evaluate = jax.jit(jax.vmap(fused.make_evaluate(env, agent, 200)))
-  run_chunk = fused.make_run_chunk(env, agent, num_seeds=seeds)
-  sim = fused.init_sim(env, agent, jax.random.key(0), num_seeds=seeds)
-  scores = [np.asarray(evaluate(sim)["mean_score"])]
-  for _ in range(evals):
-    sim, _ = run_chunk(sim, iterations)
-    scores.append(np.asarray(evaluate(sim)["mean_score"]))
-  return np.stack(scores)
+  kit = fused_kit("Pendulum-v1", 4, make_naf(config), eval_steps=200, num_seeds=seeds)
+  return learning_curve(kit, kit.init(0), evals, iterations)[0]
 
 
+@pytest.mark.gymnax
 def test_learns_pendulum_a_bit():
   """The naf_pendulum settings, one seed, 10k steps: the greedy return rises from about
   -1500 (untrained) to better than -900 (measured: -540 at 10k, -160 at 15k)."""
@@ -367,6 +346,7 @@ def test_learns_pendulum_a_bit():
   assert before[0] < -1100 and after[0] > -900, (before, after)
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_named_config_reaches_minus_250_within_30k_steps():
   """3 seeds; evaluation every 5k steps; each seed's best >= -250."""

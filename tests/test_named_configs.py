@@ -8,6 +8,7 @@ import pytest
 
 from batchrl import configs, experiment
 from batchrl.cli import main
+from conftest import skip_unless_gymnax
 
 TINY_RUN = ["run.num_workers=0", "run.eval_steps=5", "run.steps=1", "run.report_every=1"]
 
@@ -20,6 +21,10 @@ TINY_ATARI = {"ppo_atari": ["run.num_envs=2", "rollout_length=8", "batch_size=8"
 
 def _tiny(exp):
   """Two envs unless the config's minibatch size is tied to its number of envs."""
+  if exp.run.backend == "gymnax":
+    skip_unless_gymnax()
+  if exp.run.backend == "envpool":
+    pytest.importorskip("envpool")
   if exp.name in TINY_ATARI:
     pytest.importorskip("ale_py")
     return configs.apply_overrides(exp, TINY_RUN + TINY_ATARI[exp.name])

@@ -9,12 +9,12 @@ import pytest
 
 from batchrl import configs
 from batchrl import parts as lanes
-from batchrl.parts import PartRunner, Parts
+from batchrl.parts import PartRunner, LaneSplit
 from batchrl.train.local import LocalTrainer
 
 
 def test_parts_pad_split_and_join_any_tree():
-  parts = Parts(lanes=3, count=2)
+  parts = LaneSplit(lanes=3, count=2)
   tree = {"x": jnp.arange(6.0).reshape(3, 2), "key": jax.random.split(jax.random.key(0), 3)}
   split = parts.split(tree)
   assert [p["x"].shape for p in split] == [(2, 2), (2, 2)]
@@ -23,11 +23,11 @@ def test_parts_pad_split_and_join_any_tree():
   np.testing.assert_array_equal(joined["x"], tree["x"])
   np.testing.assert_array_equal(jax.random.key_data(joined["key"]),
                                 jax.random.key_data(tree["key"]))
-  assert Parts(lanes=4, count=1).split(tree) == [tree]  # one part: untouched
+  assert LaneSplit(lanes=4, count=1).split(tree) == [tree]  # one part: untouched
 
 
 def test_part_runner_runs_each_part_and_keeps_their_order():
-  with PartRunner(Parts(lanes=4, count=2)) as runner:
+  with PartRunner(LaneSplit(lanes=4, count=2)) as runner:
     out = runner.each(lambda x, y: x * y, [jnp.ones(2), jnp.ones(2) * 2], [3.0, 5.0])
   assert [o.tolist() for o in out] == [[3.0, 3.0], [10.0, 10.0]]
 
@@ -37,13 +37,14 @@ TINY = ["steps=2048", "report_every=1024", "eval_every=2048", "checkpoint_every=
         "batch_size=256"]
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("count", [2, 3])
 def test_seeds_split_over_parts_train_as_in_one_program(tmp_path, monkeypatch, count):
   """``--seeds 3`` on 2 (or 3) parts gives every seed the run it has in one program."""
   exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY)
 
   def run(parts: int, where):
-    monkeypatch.setattr(lanes.Parts, "for_backend", classmethod(lambda cls, n: cls(n, parts)))
+    monkeypatch.setattr(lanes.LaneSplit, "for_backend", classmethod(lambda cls, n: cls(n, parts)))
     trainer = LocalTrainer(exp, tmp_path / where, seeds=3)
     try:
       metrics = [trainer.train_phase(8) for _ in range(2)]
@@ -66,10 +67,11 @@ def test_seeds_split_over_parts_train_as_in_one_program(tmp_path, monkeypatch, c
 def test_unpadded_parts_are_equal_shares_no_more_than_the_cores(monkeypatch, batch, cores,
                                                                    count):
   monkeypatch.setattr(lanes, "usable_cpus", lambda: cores)
-  parts = Parts.unpadded(batch)
+  parts = LaneSplit.unpadded(batch)
   assert parts.count == count and parts.size * parts.count == batch
 
 
+@pytest.mark.gymnax
 def test_seeds_of_a_top_level_update_stay_in_one_part(tmp_path):
   """A top-level update (PPO's host loop) spreads itself over the cores; two parts' updates
   at once hung, so ``--seeds`` keeps them in one part, and the run goes on."""

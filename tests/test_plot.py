@@ -40,6 +40,7 @@ def test_seeds_become_mean_and_band_and_resumed_steps_keep_the_last(tmp_path):
 
 
 def test_command_draws_several_runs_from_a_logdir(tmp_path, capsys):
+  pytest.importorskip("matplotlib")  # the `plot` extra
   for name, offset in (("T0-x", 0.0), ("T1-x", 1.0)):
     _write_run(tmp_path / "logs" / name, [
         {"step": s, "phase": "eval", "wall_time": s / 10, "mean_score": s / 100 + offset}
@@ -63,6 +64,7 @@ def test_errors_name_the_problem(tmp_path, capsys):
 
 
 def test_a_run_with_one_report_draws_a_visible_point(tmp_path, capsys):
+  pytest.importorskip("matplotlib")  # the `plot` extra
   run = _write_run(tmp_path / "T-one", [
       {"step": 1024, "phase": "eval", "wall_time": 0.0, "mean_score": 20.0}])
   (line,) = plot.figure([str(run)]).axes[0].lines

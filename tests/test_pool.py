@@ -165,7 +165,7 @@ def test_envpools_pendulum_moves_with_the_unclipped_speed_where_the_limit_binds(
 
 
 def test_bad_input_is_one_clear_error(monkeypatch):
-  with pytest.raises(UserInputError, match=r"no task 'HalfCheeta-v5'.*Closest: HalfCheetah"):
+  with pytest.raises(UserInputError, match=r"no task 'HalfCheeta-v5'.*did you mean 'HalfCheetah"):
     make_pool("HalfCheeta-v5", 1, 0)
   with pytest.raises(UserInputError, match="flat Box observations.*with run.atari, ALE"):
     PoolEnv(make_pool("Pong-v5", 1, 0))  # EnvPool's id, without run.atari

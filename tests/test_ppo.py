@@ -62,6 +62,7 @@ def test_presets_are_valid_configs():
   assert pendulum_fused().rescale_actions
 
 
+@pytest.mark.gymnax
 def test_batch_size_must_divide_the_rollout():
   env = make_vec("CartPole-v1", 3)
   agent = make_ppo(PPOConfig(**TINY, batch_size=32))
@@ -112,6 +113,7 @@ def test_clipped_and_value_losses():
 # ------------------------------------------------------------------------ acting, spaces
 
 
+@pytest.mark.gymnax
 def test_initial_policies_and_acting():
   pendulum = make_vec("Pendulum-v1", NUM_ENVS)
   agent = make_ppo(PPOConfig(**TINY, init_std=0.35))
@@ -159,6 +161,7 @@ def test_spaces_the_mlps_cannot_take_get_the_auto_network():
     space_info(EnvSpec(gym.spaces.Discrete(3), gym.spaces.Discrete(2), 2), "flat")
 
 
+@pytest.mark.gymnax
 def test_init_vmaps_over_seeds():
   env = make_vec("CartPole-v1", NUM_ENVS)
   agent = make_ppo(PPOConfig(**TINY))
@@ -189,6 +192,7 @@ def recurrent_rollout(request):
   return config, agent, sim, rollout
 
 
+@pytest.mark.gymnax
 def test_recurrent_update_reruns_exactly_the_acting_policy(recurrent_rollout):
   config, _, sim, rollout = recurrent_rollout
   assert bool(jnp.any(rollout.done[:-1])), "the test needs episode ends inside the rollout"
@@ -206,6 +210,7 @@ def test_recurrent_update_reruns_exactly_the_acting_policy(recurrent_rollout):
   assert float(jnp.max(jnp.abs(kl))) < 1e-5
 
 
+@pytest.mark.gymnax
 def test_store_advances_and_resets_the_carry(recurrent_rollout):
   _, agent, sim, rollout = recurrent_rollout
   state = sim.agent_state
@@ -224,6 +229,7 @@ def test_store_advances_and_resets_the_carry(recurrent_rollout):
   assert float(ended.obs_stats.count) == float(state.obs_stats.count)
 
 
+@pytest.mark.gymnax
 def test_recurrent_policies_update_without_nan(recurrent_rollout):
   _, agent, sim, _ = recurrent_rollout
   state, metrics = jax.jit(agent.update)(sim.agent_state)
@@ -245,6 +251,7 @@ def cartpole_setup():
   return env, agent, fused.make_run_chunk(env, agent)
 
 
+@pytest.mark.gymnax
 def test_observe_equals_store_then_update(cartpole_setup):
   env, agent, run_chunk = cartpole_setup
   sim = fused.init_sim(env, agent, jax.random.key(5))
@@ -257,6 +264,7 @@ def test_observe_equals_store_then_update(cartpole_setup):
   np.testing.assert_allclose(infos["kl"][0], rollout.metrics["kl"][-1], rtol=1e-4)
 
 
+@pytest.mark.gymnax
 def test_categorical_kl_penalty_trains_deterministically(cartpole_setup):
   env, agent, run_chunk = cartpole_setup
   runs = [run_chunk(fused.init_sim(env, agent, jax.random.key(0)), 3) for _ in range(2)]
@@ -274,6 +282,7 @@ def test_categorical_kl_penalty_trains_deterministically(cartpole_setup):
   assert np.all(np.isclose(ratios, 1.5) | np.isclose(ratios, 1 / 1.5) | np.isclose(ratios, 1.0))
 
 
+@pytest.mark.gymnax
 def test_chunks_chain_exactly_like_one_scan(cartpole_setup):
   env, agent, run_chunk = cartpole_setup  # n=1 and n=3 compiled by the tests above
   sim = fused.init_sim(env, agent, jax.random.key(0))
@@ -285,6 +294,7 @@ def test_chunks_chain_exactly_like_one_scan(cartpole_setup):
   np.testing.assert_array_equal(infos["value_loss"][-1], last["value_loss"][0])
 
 
+@pytest.mark.gymnax
 def test_evaluate_reports_first_episodes(cartpole_setup):
   env, agent, _ = cartpole_setup
   sim = fused.init_sim(env, agent, jax.random.key(0))
@@ -294,6 +304,7 @@ def test_evaluate_reports_first_episodes(cartpole_setup):
   assert float(stats["mean_score"]) == float(stats["mean_length"])
 
 
+@pytest.mark.gymnax
 def test_vmapped_training_over_seeds():
   env = make_vec("Pendulum-v1", NUM_ENVS)
   agent = make_ppo(PPOConfig(**TINY, policy_objective="clip", gae_lambda=0.95,
@@ -309,6 +320,7 @@ def test_vmapped_training_over_seeds():
   assert np.all(np.asarray(sim.agent_state.num_updates) == 2)
 
 
+@pytest.mark.gymnax
 def test_driver_runs_agents_without_a_period():
   env = make_vec("CartPole-v1", NUM_ENVS)
   agent = random_agent(env.single_action_space)
@@ -335,6 +347,7 @@ def evaluate_after_training(env_id, num_envs, config, iterations, eval_steps, se
   return float(before["mean_score"]), float(after["mean_score"])
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_cartpole_reaches_475_within_500k_steps():
   iterations = 500_000 // (32 * 128)  # 122 updates
@@ -343,6 +356,7 @@ def test_cartpole_reaches_475_within_500k_steps():
   assert score >= 475
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_pendulum_improves_clearly_within_100k_steps():
   iterations = 100_000 // (16 * 128)  # 48 updates

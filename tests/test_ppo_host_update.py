@@ -157,6 +157,7 @@ def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch,
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("seeds", [None, 2])
 def test_a_top_level_update_runs_the_chunk_the_nested_loop_runs(seeds):
   """``Model.top_level_update`` (PPO's host loop): the driver runs each rollout and each

@@ -24,17 +24,13 @@ from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
+from conftest import leaves
 
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 THREE = gym.spaces.Discrete(3)
 TINY = dict(actor_layers=(8,), critic_layers=(8,), batch_size=8, memory_capacity=64,
             first_update=16, update_frequency=1, repeat_update=1)
 MASKED_OBS = gym.spaces.Dict({"position": OBS, "action_mask": gym.spaces.MultiBinary(3)})
-
-
-def leaves(tree):
-  return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-                     else x) for x in jax.tree.leaves(tree)]
 
 
 def softmax(x):
@@ -262,6 +258,7 @@ def test_a_target_entropy_that_is_not_a_number_is_refused_naming_the_key(value):
 # --------------------------------------------------------------------------- learning
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_discrete_sac_learns_fused_cartpole_within_10k_steps():
   """``sac_cartpole_fused``'s agent (2x64 MLPs, Adam 1e-3, batch 128, one gradient step per

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from batchrl.agents.policy_gradient import model as pg_common
-from batchrl.agents.core import Transition
+from batchrl.agents.policy_gradient.networks import make_networks
 from batchrl.agents.family import BuildContext
 from batchrl.agents.trpo import TRPOConfig, cartpole_fused, make_trpo, pendulum_fused
 from batchrl.agents.trpo import model as trpo_agent
@@ -24,7 +24,7 @@ from batchrl.networks.mlp import reset_carry
 from batchrl.simulation import env_spec, simulate
 from batchrl.simulation import init as init_simulation
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
+from conftest import best_score, fill_and_update, fused_kit, train_chunks
 
 NUM_ENVS = 4
 TINY = dict(policy_layers=(8,), baseline_layers=(8,), rollout_length=16, baseline_steps=2)
@@ -66,7 +66,7 @@ def _categorical_setup():
                       init_output_factor=1.0)
   info = pg_common.space_info(EnvSpec(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3),
                                       1), "flat")
-  nets = pg_common.make_networks(config, info)
+  nets = make_networks(config, info)
   params = nets.init(jax.random.key(0))["policy"]
   obs = jax.random.normal(jax.random.key(1), (5, 1, 2))
   batch = pg_common.Batch(obs, jnp.zeros((5, 1), jnp.int32), jnp.zeros((5, 1)),
@@ -191,6 +191,7 @@ def test_bad_object_api_keys_are_config_errors(kwargs, message):
     spec.trpo_config(kwargs, CONTEXT)
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("baseline", ["cnn", json.dumps([{"type": "conv2d", "size": 4}])])
 def test_a_baseline_that_does_not_fit_the_states_names_the_key(baseline):
   agent = make_trpo(TRPOConfig(**TINY, baseline_network=baseline))
@@ -199,29 +200,6 @@ def test_a_baseline_that_does_not_fit_the_states_names_the_key(baseline):
 
 
 # ------------------------------------------------------------------------- layouts
-
-
-def _fill_and_update(agent, state, obs_fn, num_steps):
-  """One compiled program: act and store ``num_steps`` made-up transitions (``obs_fn(t)``,
-  episodes of 5 steps), then update. Returns the filled state, the updated one, the
-  metrics and the actions ``[num_steps, B, ...]``."""
-
-  @jax.jit
-  def run(state):
-    def step(state, t):
-      obs = obs_fn(t)
-      action, extras = agent.act(state, obs, jax.random.fold_in(jax.random.key(0), t), False)
-      done = jnp.full((NUM_ENVS,), t % 5 == 4)
-      state = agent.store(state, Transition(obs, action, jnp.ones(NUM_ENVS), done,
-                                            jnp.zeros(NUM_ENVS, bool), obs_fn(t + 1), extras))
-      return state, action
-
-    filled, actions = jax.lax.scan(step, state, jnp.arange(num_steps))
-    return (filled, *agent.update(filled), actions)
-
-  filled, new_state, metrics, actions = run(state)
-  assert bool(agent.ready(filled))
-  return filled, new_state, metrics, actions
 
 
 METRICS = ("kl", "entropy", "surrogate_improvement", "line_search_steps", "cg_residual",
@@ -240,7 +218,8 @@ def test_tree_layout_with_a_mask_through_the_spec_build():
     position = jnp.sin(jnp.arange(NUM_ENVS * 3, dtype=jnp.float32).reshape(NUM_ENVS, 3) + t)
     return {"position": position, "action_mask": mask}
 
-  state, new_state, metrics, actions = _fill_and_update(agent, state, obs_fn, 8)
+  state, new_state, metrics, actions = fill_and_update(
+      agent, state, obs_fn, 8, jax.random.key(0), episode_length=5)
   actions = np.asarray(actions)
   assert actions.shape == (8, NUM_ENVS) and not np.any(actions == 1)  # masked, never taken
   for name in METRICS:
@@ -251,6 +230,7 @@ def test_tree_layout_with_a_mask_through_the_spec_build():
                          jax.tree.leaves(new_state.params["baseline"])[0])
 
 
+@pytest.mark.gymnax
 def test_flat_layout_gaussian_shapes_and_trust_region():
   env = make_vec("Pendulum-v1", NUM_ENVS)
   agent = make_trpo(TRPOConfig(**TINY, rescale_actions=True, bounded_mean="tanh",
@@ -258,7 +238,8 @@ def test_flat_layout_gaussian_shapes_and_trust_region():
   state = agent.init(jax.random.key(0), env_spec(env))
   assert state.info.layout == "flat" and state.rollout.raw_action.shape == (16, NUM_ENVS, 1)
   obs_fn = lambda t: jnp.cos(jnp.arange(NUM_ENVS * 3.0).reshape(NUM_ENVS, 3) * (t + 1))  # noqa
-  state, new_state, metrics, actions = _fill_and_update(agent, state, obs_fn, 16)
+  state, new_state, metrics, actions = fill_and_update(
+      agent, state, obs_fn, 16, jax.random.key(0), episode_length=5)
   assert actions.shape == (16, NUM_ENVS, 1) and np.all(np.abs(np.asarray(actions)) <= 2.0)
   assert bool(metrics["step_accepted"]) and 0 < float(metrics["kl"]) <= 0.01 + 1e-6
   assert 1 <= float(metrics["line_search_steps"]) <= 10
@@ -267,6 +248,7 @@ def test_flat_layout_gaussian_shapes_and_trust_region():
   assert summary["histograms"]["action"].shape == (16, NUM_ENVS, 1)
 
 
+@pytest.mark.gymnax
 def test_recurrent_update_reruns_exactly_the_acting_policy():
   """A JSON LSTM policy on Pendulum cut every 6 steps: the update's unroll from the rollout's
   start carry (zeroed at episode starts) gives the acting policy's carries and log-probs."""
@@ -280,7 +262,7 @@ def test_recurrent_update_reruns_exactly_the_acting_policy():
     start = sim.agent_state.carry
     sim, rollout = simulate(env, agent, sim, 16, mode="store")
     state = sim.agent_state
-    nets = pg_common.make_networks(config, state.info)
+    nets = make_networks(config, state.info)
     batch = pg_common.prepare(config, nets, state)
     unrolled = nets.unroll(state.params["policy"], batch.carry, batch.obs, batch.reset)[0]
 
@@ -307,59 +289,36 @@ CHUNK = 4  # iterations per compiled chunk (1024 steps each), shared by the test
 
 @pytest.fixture(scope="module")
 def cartpole():
-  env = make_vec("CartPole-v1", 8)
-  agent = make_trpo(cartpole_fused())
-  return (env, agent, fused.make_run_chunk(env, agent),
-          jax.jit(fused.make_evaluate(env, agent, 500)),
-          fused.init_sim(env, agent, jax.random.key(0)))
+  """The fused CartPole kit (8 envs) and a fresh sim (seed 0)."""
+  kit = fused_kit("CartPole-v1", 8, make_trpo(cartpole_fused()), eval_steps=500)
+  return kit, kit.init(0)
 
 
-def _train(cartpole, chunks: int, sim=None):
-  """``chunks * CHUNK`` iterations from the fixture's fresh sim (or ``sim``)."""
-  _, _, run_chunk, _, fresh = cartpole
-  sim, infos = fresh if sim is None else sim, []
-  for _ in range(chunks):
-    sim, info = run_chunk(sim, CHUNK)
-    infos.append(info)
-  return sim, jax.tree.map(lambda *x: np.concatenate(x), *infos)
-
-
+@pytest.mark.gymnax
 def test_cartpole_improves_clearly_in_a_small_budget(cartpole):
-  evaluate, fresh = cartpole[3:]
+  kit, fresh = cartpole
   start = time.time()
-  sim, infos = _train(cartpole, 3)  # 12 * 1024 steps
-  before = float(evaluate(fresh)["mean_score"])
-  after = float(evaluate(sim)["mean_score"])
+  sim, infos = train_chunks(kit, fresh, 3, CHUNK)  # 12 * 1024 steps
+  before = float(kit.evaluate(fresh)["mean_score"])
+  after = float(kit.evaluate(sim)["mean_score"])
   print(f"TRPO CartPole 12k steps: {before:.0f} -> {after:.0f} ({time.time() - start:.1f}s)")
   assert after >= 300 and after > before + 100
   assert np.all(np.asarray(infos["kl"]) <= 0.01 + 1e-6)
   assert np.all(np.isfinite(np.asarray(infos["cg_residual"])))
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_cartpole_reaches_475_within_100k_steps(cartpole):
   """Best deterministic evaluation, every 4096 steps (measured: 500 by 20k, 4 of 4 seeds)."""
-  env, agent, _, evaluate, _ = cartpole
-  sim, best = fused.init_sim(env, agent, jax.random.key(1)), -np.inf
-  for _ in range(24):  # 96 * 1024 steps
-    sim, _ = _train(cartpole, 1, sim)
-    best = max(best, float(evaluate(sim)["mean_score"]))
-    if best >= 475:
-      break
-  assert best >= 475
+  kit = cartpole[0]
+  assert best_score(kit, kit.init(1), rounds=24, length=CHUNK, target=475) >= 475  # 96k steps
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_pendulum_reaches_minus_200_within_200k_steps():
   """Best deterministic evaluation, every 20k steps (measured: 4 of 4 seeds by 100k)."""
-  env = make_vec("Pendulum-v1", 8)
-  agent = make_trpo(pendulum_fused())
-  run_chunk = fused.make_run_chunk(env, agent)
-  evaluate = jax.jit(fused.make_evaluate(env, agent, 200))
-  sim, best = fused.init_sim(env, agent, jax.random.key(0)), -np.inf
-  for _ in range(9):  # 9 * 10 * 2048 steps
-    sim, _ = run_chunk(sim, 10)
-    best = max(best, float(evaluate(sim)["mean_score"]))
-    if best >= -200:
-      break
-  assert best >= -200
+  kit = fused_kit("Pendulum-v1", 8, make_trpo(pendulum_fused()), eval_steps=200)
+  assert best_score(kit, kit.init(0), rounds=9, length=10,
+                    target=-200) >= -200  # 9 * 10 * 2048 steps

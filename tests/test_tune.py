@@ -18,6 +18,7 @@ from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.logging import read_metrics
 from batchrl.tune import parse, parse_space, check_space
+from conftest import skip_unless_gymnax
 from tests.tune_argv import tune_argv
 
 optuna = pytest.importorskip("optuna")
@@ -69,7 +70,7 @@ def test_the_grammar_refuses_what_does_not_parse(text, message):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("num_epochs=int(2,10)", "Did you mean update_epochs"),
+    ("num_epochs=int(2,10)", "did you mean 'update_epochs'"),
     ("discount=uniform(0.9,1.5)", "discount must be in [0, 1]"),
     ("update_epochs=uniform(1,10)", "expects int"),
     ("activation=choice(tanh,sigmoid)", "sigmoid"),
@@ -133,7 +134,7 @@ def test_the_objective_is_the_best_or_last_evaluation(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (["--search", "clip_range=uniform(0.3"], "does not parse"),
-    (["--search", "num_epochs=int(2,10)"], "Did you mean update_epochs"),
+    (["--search", "num_epochs=int(2,10)"], "did you mean 'update_epochs'"),
     (["--search", "clip_range=uniform(0.3,0.1)"], "wrong order"),
     (["--search", "discount=uniform(0.5,2)"], "discount must be in [0, 1]"),
     (["--trials", "0"], "--trials must be >= 1"),
@@ -249,12 +250,15 @@ HOST_WHY = ("one at a time: 'cartpole' steps host environments (run.backend='gym
 ])
 def test_the_search_says_how_its_trials_run(config, extra, line, batch, untrained, tmp_path,
                                             caplog):
+  if configs.get(config).run.backend == "gymnax":
+    skip_unless_gymnax()
   with caplog.at_level(logging.INFO, logger="batchrl"):
     assert main(_tune_argv(tmp_path, *extra, config=config)) == 0
   assert _mode_line(caplog) == f"tune: 2 trials, {line}"
   assert untrained == ([] if batch is None else [batch])
 
 
+@pytest.mark.gymnax
 def test_auto_takes_as_many_trials_as_fit_in_memory(monkeypatch):
   from batchrl.tune import batched
   from batchrl.tune.batched import Batching, batching
@@ -313,6 +317,7 @@ def test_tpe_spreads_the_trials_asked_together_and_not_those_asked_one_at_a_time
   assert values[0] == values[1]
 
 
+@pytest.mark.gymnax
 def test_a_searched_float_the_agent_reads_as_a_python_value_runs_one_at_a_time(monkeypatch):
   from batchrl.tune import batched
   from batchrl.tune.options import TuneOptions
@@ -399,6 +404,7 @@ def search_dir(tmp_path_factory):
   return logdir / "T-cartpole_fused-tune"
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_a_search_writes_trial_runs_a_study_and_best_yaml(search_dir, capsys):
   study = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
@@ -418,6 +424,7 @@ def test_a_search_writes_trial_runs_a_study_and_best_yaml(search_dir, capsys):
   assert best["ppo"]["learning_rate"] == study.best_trial.params["learning_rate"]
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_best_yaml_round_trips_through_train_config(search_dir, tmp_path):
   study = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
@@ -430,6 +437,7 @@ def test_best_yaml_round_trips_through_train_config(search_dir, tmp_path):
   assert _evals(run) == _evals(best_run)  # same config, same seed: the same run
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path):
   """A search stopped by Ctrl-C in trial 1 (``stop``: what the CLI's first Ctrl-C sets),
@@ -467,6 +475,7 @@ def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path
                                storage=f"sqlite:///{tune_dir / 'study.db'}").trials) == 3
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_a_study_of_another_config_or_settings_is_refused(search_dir, tmp_path, capsys):
   other = tmp_path / "T-pendulum_fused-tune"
@@ -487,6 +496,7 @@ def test_a_study_of_another_config_or_settings_is_refused(search_dir, tmp_path, 
   assert "other settings" in err and "ppo.discount: 0.99 saved, 0.9 given" in err
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_pruning_stops_a_hopeless_trial_and_says_so(tmp_path):
   from batchrl.tune import search
@@ -506,6 +516,7 @@ def test_pruning_stops_a_hopeless_trial_and_says_so(tmp_path):
       "512": records[-1]["mean_score"]}
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_a_fused_search_trains_its_trials_side_by_side_by_default(search_dir, tmp_path,
                                                                    caplog):
@@ -537,6 +548,7 @@ def test_a_fused_search_trains_its_trials_side_by_side_by_default(search_dir, tm
   assert [c.step for c in checkpoint.list_checkpoints(run / "checkpoints")][-1] == 2048
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
   from batchrl.tune import search
@@ -554,8 +566,8 @@ def test_a_pruned_trial_of_a_group_stops_logging(tmp_path):
 
 def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
   from batchrl.cpus import usable_cpus
-  from batchrl.parts import Parts
-  parts = Parts(lanes=5, count=2)
+  from batchrl.parts import LaneSplit
+  parts = LaneSplit(lanes=5, count=2)
   assert parts.size == 3
   values = {"learning_rate": jnp.arange(5, dtype=jnp.float32)}
   split = parts.split(values)
@@ -565,5 +577,5 @@ def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
   assert parts.join_host(results)["score"].tolist() == [0, 10, 20, 30, 40]
   assert parts.join(split)["learning_rate"].tolist() == [0, 1, 2, 3, 4]
   assert [parts.locate(i) for i in range(5)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
-  assert Parts.for_backend(1).count == 1
-  assert Parts.for_backend(16).count == min(16, usable_cpus())  # the CPU backend here
+  assert LaneSplit.for_backend(1).count == 1
+  assert LaneSplit.for_backend(16).count == min(16, usable_cpus())  # the CPU backend here

@@ -151,6 +151,7 @@ def test_parallel_or_ray_with_batch_trials_is_refused(tmp_path, capsys):
   assert not logdir.exists()
 
 
+@pytest.mark.gymnax
 def test_auto_batch_trials_leaves_parallel_and_ray_their_processes(tmp_path, monkeypatch,
                                                                     caplog):
   """Without --batch-trials (auto), --parallel and --ray on a fused config run the trials

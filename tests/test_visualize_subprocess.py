@@ -3,9 +3,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from batchrl import configs, experiment
 
 
+@pytest.mark.gymnax
 def test_visualize_writes_videos_without_forking_a_jax_process(tmp_path):
   """ffmpeg starts without os.fork() (JAX's warning: "os.fork() was called ... deadlock").
 

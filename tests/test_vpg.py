@@ -8,7 +8,6 @@ import dataclasses
 import functools
 import json
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import jax
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from batchrl.agents.policy_gradient import model as pg_common
+from batchrl.agents.policy_gradient.networks import make_networks
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
 from batchrl.agents.vpg import VPGConfig, cartpole_fused, make_vpg
@@ -25,12 +25,11 @@ from batchrl.agents.vpg import model as vpg_agent
 from batchrl.agents.vpg import FAMILY
 from batchrl.agents.vpg import keys as spec
 from batchrl.configclass import ConfigError
-from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
+from conftest import (best_score, example_agent_spec, fill_and_update, fused_kit,
+                      train_chunks)
 
 NUM_ENVS = 4
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "configs"
 
 
 # ------------------------------------------------------------- the REINFORCE gradient
@@ -67,7 +66,7 @@ def test_gradient_equals_the_hand_derived_reinforce_gradient():
       state = agent.store(state, Transition(obs, extras["raw_action"], rewards[t],
                                             jnp.full((2,), t == 1), jnp.zeros(2, bool), obs,
                                             extras))
-    nets = pg_common.make_networks(config, state.info)
+    nets = make_networks(config, state.info)
     batch = pg_common.prepare(config, nets, state)
     return batch, vpg_agent.policy_gradient(config, nets, state.params["policy"], batch)[0]
 
@@ -92,7 +91,7 @@ def test_gradient_equals_the_hand_derived_reinforce_gradient():
 def _sample_gradient_variances(config, state, *advantages):
   """Total variance over samples of ``grad log pi(a|s) * A`` (the REINFORCE terms), for each
   ``advantages [T, B]``, in one compiled call."""
-  nets = pg_common.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   obs = state.rollout.obs.reshape(-1, 4)
   actions = state.rollout.raw_action.reshape(-1)
 
@@ -106,6 +105,7 @@ def _sample_gradient_variances(config, state, *advantages):
   return [float(v) for v in jax.jit(lambda a: [variance(x) for x in a])(advantages)]
 
 
+@pytest.mark.gymnax
 def test_a_states_baseline_lowers_the_gradient_variance(cartpole):
   """On the batch the last CartPole update stored ``[64, 16]``: Monte-Carlo returns against
   returns minus a fitted 'states' baseline."""
@@ -113,17 +113,18 @@ def test_a_states_baseline_lowers_the_gradient_variance(cartpole):
                                normalize_rewards=False, baseline_steps=200,
                                baseline_learning_rate=1e-2)
   none = dataclasses.replace(config, baseline_mode="none")
-  state = _train(cartpole, 1)[0].agent_state
+  kit, fresh = cartpole
+  state = train_chunks(kit, fresh, 1, CHUNK)[0].agent_state
 
   @jax.jit
   def fit_and_prepare(state):
-    nets = pg_common.make_networks(config, state.info)
+    nets = make_networks(config, state.info)
     data = pg_common.prepare(config, nets, state)
     params, _, loss = pg_common.train_baseline(config, nets, state.params["baseline"],
                                                state.baseline_opt_state, data.obs,
                                                data.targets, state.key)
     fitted = state._replace(params=dict(state.params, baseline=params))
-    plain = pg_common.prepare(none, pg_common.make_networks(none, state.info), state)
+    plain = pg_common.prepare(none, make_networks(none, state.info), state)
     return plain, pg_common.prepare(config, nets, fitted), loss
 
   plain, fitted, loss = fit_and_prepare(state)
@@ -230,7 +231,7 @@ def test_tensorforce_keys_map_to_the_config():
     (dict(baseline_optimizer={"type": "rmsprop"}), "baseline_optimizer must be 'adam'"),
     (dict(optimizer={"type": "adam", "learning_rate": 1e-3}, learning_rate=1e-2),
      "learning_rate is given twice"),
-    (dict(update={"unit": "episode", "batch_size": 4}), "Did you mean 'episodes'"),
+    (dict(update={"unit": "episode", "batch_size": 4}), "did you mean 'episodes'"),
     (dict(update={"unit": "episodes", "size": 4}), r"unknown update keys \['size'\]"),
     (dict(update={"unit": "episodes", "batch_size": 0}, max_episode_timesteps=9),
      "update batch_size must be an int >= 1"),
@@ -255,20 +256,10 @@ def test_tree_layout_with_a_mask_and_a_network_baseline_through_the_spec_build()
   state = agent.init(jax.random.key(0), EnvSpec(obs_space, gym.spaces.Discrete(3), NUM_ENVS))
   assert state.info.layout == "tree"
   mask = jnp.array([[False, True, True]] * NUM_ENVS)
-
-  @jax.jit
-  def run(state):
-    def step(state, t):
-      obs = {"position": jnp.full((NUM_ENVS, 3), 0.1) * t, "action_mask": mask}
-      action, extras = agent.act(state, obs, jax.random.fold_in(jax.random.key(1), t), False)
-      zeros = jnp.zeros(NUM_ENVS, bool)
-      return agent.store(state, Transition(obs, action, jnp.ones(NUM_ENVS), zeros, zeros,
-                                           obs, extras)), action
-
-    state, actions = jax.lax.scan(step, state, jnp.arange(4))
-    return (state, actions, *agent.update(state))
-
-  state, actions, new_state, metrics = run(state)
+  obs_fn = lambda t: {"position": jnp.full((NUM_ENVS, 3), 0.1) * t,  # noqa: E731
+                      "action_mask": mask}
+  state, new_state, metrics, actions = fill_and_update(agent, state, obs_fn, 4,
+                                                       jax.random.key(1))
   assert actions.shape == (4, NUM_ENVS) and not np.any(np.asarray(actions) == 0)  # masked
   assert state.rollout.obs["action_mask"].shape == (4, NUM_ENVS, 3)
   assert int(new_state.step) == 0 and int(new_state.num_updates) == 1
@@ -281,9 +272,8 @@ def test_tree_layout_with_a_mask_and_a_network_baseline_through_the_spec_build()
 
 
 def test_example_agent_spec_builds():
-  with open(EXAMPLES / "vpg.json") as f:
-    spec = json.load(f)
-  model = FAMILY.api_types[0].build(spec, BuildContext(1, "auto", gym.spaces.Discrete(2)))
+  model = FAMILY.api_types[0].build(example_agent_spec("vpg.json"),
+                                    BuildContext(1, "auto", gym.spaces.Discrete(2)))
   assert model.name == "vpg" and model.period == 1024
 
 
@@ -295,43 +285,29 @@ CHUNK = 5  # iterations per compiled chunk (1024 steps each), shared by the test
 
 @pytest.fixture(scope="module")
 def cartpole():
-  env = make_vec("CartPole-v1", 16)
-  agent = make_vpg(cartpole_fused())
-  return (env, agent, fused.make_run_chunk(env, agent),
-          jax.jit(fused.make_evaluate(env, agent, 500)),
-          fused.init_sim(env, agent, jax.random.key(0)))
+  """The fused CartPole kit (16 envs) and a fresh sim (seed 0)."""
+  kit = fused_kit("CartPole-v1", 16, make_vpg(cartpole_fused()), eval_steps=500)
+  return kit, kit.init(0)
 
 
-def _train(cartpole, chunks: int, sim=None):
-  _, _, run_chunk, _, fresh = cartpole
-  sim = fresh if sim is None else sim
-  for _ in range(chunks):
-    sim, infos = run_chunk(sim, CHUNK)
-  return sim, infos
-
-
+@pytest.mark.gymnax
 def test_cartpole_improves_clearly_in_a_small_budget(cartpole):
-  evaluate, fresh = cartpole[3:]
+  kit, fresh = cartpole
   start = time.time()
-  sim, infos = _train(cartpole, 4)  # 20 * 1024 steps
-  before = float(evaluate(fresh)["mean_score"])
-  after = float(evaluate(sim)["mean_score"])
+  sim, infos = train_chunks(kit, fresh, 4, CHUNK)  # 20 * 1024 steps
+  before = float(kit.evaluate(fresh)["mean_score"])
+  after = float(kit.evaluate(sim)["mean_score"])
   print(f"VPG CartPole 20k steps: {before:.0f} -> {after:.0f} ({time.time() - start:.1f}s)")
   assert after >= 150 and after > before + 100
   assert np.all(np.isfinite(np.asarray(infos["baseline_loss"])))
 
 
+@pytest.mark.gymnax
 @pytest.mark.slow
 def test_cartpole_reaches_475_within_500k_steps(cartpole):
   """Best deterministic evaluation, every 5120 steps (measured: 500 by 49k, 4 of 4 seeds)."""
-  env, agent, _, evaluate, _ = cartpole
-  sim, best = fused.init_sim(env, agent, jax.random.key(1)), -np.inf
-  for _ in range(97):  # 485 * 1024 steps
-    sim, _ = _train(cartpole, 1, sim)
-    best = max(best, float(evaluate(sim)["mean_score"]))
-    if best >= 475:
-      break
-  assert best >= 475
+  kit = cartpole[0]
+  assert best_score(kit, kit.init(1), rounds=97, length=CHUNK, target=475) >= 475  # 485k steps
 
 
 # ------------------------------------------------------- batches of whole episodes
@@ -424,7 +400,7 @@ def test_the_baseline_learns_only_from_masked_in_steps():
   config = VPGConfig(baseline_layers=(4,), baseline_steps=1, rollout_length=3)
   state = jax.eval_shape(lambda k: make_vpg(config).init(k, EnvSpec(
       gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), 2)), jax.random.key(0))
-  nets = pg_common.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   mask = np.array([[True, True], [True, False], [False, False]])
 
   @jax.jit
@@ -460,20 +436,15 @@ def test_episodes_longer_than_the_limit_are_cut_and_counted(episode_agent):
   assert [m["episodes_used"] for _, m in history] == [0.0, 2.0]
 
 
-def test_cartpole_learns_from_whole_episodes_and_drops_no_step(cartpole):
+@pytest.mark.gymnax
+def test_cartpole_learns_from_whole_episodes_and_drops_no_step():
   """Fused CartPole, 16 episodes or more per update (no baseline: it compiles in half the
   time and learns as fast here): every stored step is learned from
   exactly once or still waits in the buffer, and so is every finished episode."""
-  env = cartpole[0]
   config = dataclasses.replace(cartpole_fused(), batch_unit="episodes", batch_episodes=16,
                                max_episode_timesteps=500, baseline_mode="none")
-  agent = make_vpg(config)
-  run_chunk = fused.make_run_chunk(env, agent)
-  sim, infos = fused.init_sim(env, agent, jax.random.key(0)), []
-  for _ in range(4):
-    sim, chunk = run_chunk(sim, CHUNK)
-    infos.append(jax.device_get(chunk))
-  infos = {k: np.concatenate([i[k] for i in infos]) for k in infos[0]}
+  kit = fused_kit("CartPole-v1", 16, make_vpg(config), eval_steps=500)
+  sim, infos = train_chunks(kit, kit.init(0), 4, CHUNK)
   state = sim.agent_state
   stored = 4 * CHUNK * config.rollout_length * 16
   assert infos["steps_used"].sum() + infos["steps_carried"][-1] == stored

@@ -5,9 +5,10 @@ configs), ``batchrl run``, ``batchrl configs`` and Ray. Adding an agent is its f
 """
 from __future__ import annotations
 
-from batchrl.agents import a2c, ddpg, dqfd, dqn, naf, ppo, sac, simple, td3, trpo, vpg
-from batchrl.agents.family import AgentFamily, AgentType, did_you_mean
+from batchrl.agents import a2c, ddpg, dqfd, dqn, naf, ppo, pqn, sac, simple, td3, trpo, vpg
+from batchrl.agents.family import AgentFamily, AgentType
 from batchrl.configclass import ConfigError
+from batchrl.errors import did_you_mean
 
 FAMILIES: tuple[AgentFamily, ...] = (
     ppo.FAMILY,
@@ -15,6 +16,7 @@ FAMILIES: tuple[AgentFamily, ...] = (
     trpo.FAMILY,
     a2c.FAMILY,
     dqn.FAMILY,
+    pqn.FAMILY,
     naf.FAMILY,
     dqfd.FAMILY,
     ddpg.FAMILY,
@@ -40,7 +42,7 @@ def family(name: str) -> AgentFamily:
   found = _BY_NAME.get(name)
   if found is None or found.config_class is None:
     valid = trainable()
-    raise ConfigError(f"unknown agent {name!r} in experiment config.{did_you_mean(name, valid)}"
+    raise ConfigError(f"unknown agent {name!r} in experiment config{did_you_mean(name, valid)}."
                       f" Valid: {', '.join(valid)}.")
   return found
 
@@ -66,6 +68,6 @@ def _api_entry(name: str) -> tuple[AgentType, AgentFamily]:
   key = name[:-len("_agent")] if name.endswith("_agent") else name
   key = key.lower()
   if key not in _API_TYPES:
-    raise ConfigError(f"unknown agent type {name!r}.{did_you_mean(key, api_names())} Valid "
+    raise ConfigError(f"unknown agent type {name!r}{did_you_mean(key, api_names())}. Valid "
                       f"types: {', '.join(api_names())}.")
   return _API_TYPES[key]

@@ -13,12 +13,12 @@ every family's ``keys.py`` uses to read TensorForce keys, so that it sits below 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from typing import Any, Callable, Mapping
 
 from batchrl.agents.core import Model
 from batchrl.configclass import ConfigError
+from batchrl.errors import did_you_mean
 
 IGNORED_KEYS = ("type", "log_level")  # accepted for compatibility with TensorForce files
 
@@ -70,18 +70,13 @@ class AgentFamily:
 # ------------------------------------------------------------- reading TensorForce keys
 
 
-def did_you_mean(word: str, valid) -> str:
-  close = difflib.get_close_matches(str(word), list(valid), n=1)
-  return f" Did you mean {close[0]!r}?" if close else ""
-
-
 def check_keys(kwargs: dict, valid: tuple[str, ...], agent: str) -> None:
   """Every key must be valid for ``agent``; the error names the closest valid key."""
   for key in kwargs:
     if key in valid or key in IGNORED_KEYS:
       continue
     listed = f"Valid keys: {', '.join(sorted(valid))}." if valid else "It takes no keys."
-    raise ConfigError(f"unknown key {key!r} for agent {agent!r}.{did_you_mean(key, valid)} "
+    raise ConfigError(f"unknown key {key!r} for agent {agent!r}{did_you_mean(key, valid)}. "
                       f"{listed}")
 
 

@@ -18,27 +18,20 @@ and one result read back; its program is lowered with the random hash unrolled
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-try:  # JAX internals, for unrolled_threefry only (it does nothing without them)
-  from jax._src.interpreters import mlir as _mlir
-  from jax._src.random import threefry2x32 as _threefry
-except ImportError:
-  _mlir = _threefry = None
-
+from batchrl import jax_internals
 from batchrl.agents import interaction
 from batchrl.agents.act_reads import act_reads, store_writes
 from batchrl.agents.adapters import Adapters
-from batchrl.agents.interaction import AgentState, Parts
+from batchrl.agents.interaction import AgentState, AgentParts
 from batchrl.agents.runtime import Runtime
 from batchrl.agents.states import DTYPES, named_spaces, space_kind
 
@@ -177,46 +170,20 @@ def _action_columns(state: AgentState, layout: interaction.FastLayout) -> tuple:
 # adapters, parts and plan, never the runtime.
 
 
-_lowering_lock = threading.RLock()  # one swap at a time (agents may compile in threads)
-
-
-@contextlib.contextmanager
-def unrolled_threefry() -> Iterator[None]:
-  """Inside, JAX lowers its threefry hash (the bits behind every ``jax.random`` call) for
-  the CPU unrolled, as it does for other platforms.
-
-  JAX's CPU lowering keeps the hash's five rounds in a loop, to compile big programs
-  faster; in a program as small as one act, running that loop costs more than the rest of
-  the policy (measured: 2-2.5 µs of a ~25 µs act + observe). The bits are the same either
-  way (integer arithmetic). It swaps a lowering rule in JAX's private tables for the
-  duration; where they are not as expected, it changes nothing.
-  """
-  table = getattr(_mlir, "_platform_specific_lowerings", {}).get("cpu")
-  unrolled = getattr(_threefry, "_threefry2x32_lowering_rule", None)
-  primitive = getattr(_threefry, "threefry2x32_p", None)
-  entry = getattr(_mlir, "LoweringRuleEntry", None)
-  if table is None or None in (unrolled, primitive, entry) or primitive not in table:
-    yield
-    return
-  with _lowering_lock:
-    rolled = table[primitive]
-    table[primitive] = entry(unrolled, False)
-    try:
-      yield
-    finally:
-      table[primitive] = rolled
+# The act programs are lowered with JAX's random hash unrolled: JAX's CPU lowering keeps its
+# five rounds in a loop, which in a program as small as one act costs more than the rest of
+# the policy (measured: 2-2.5 µs of a ~25 µs act + observe). Same bits either way; a JAX
+# where the swap does not work lowers them its own way (``jax_internals.lower_unrolled``).
+unrolled_threefry = jax_internals.unrolled_threefry
 
 
 def _lowered_unrolled(program, *args):
-  """``program`` (a ``jax.jit``) once lowered for arguments like ``args`` under
-  ``unrolled_threefry``: its first call with such arguments finds that lowering in JAX's
-  cache (were it not found, the call lowers it again the usual way: slower, same results)."""
-  with unrolled_threefry():
-    program.lower(*args)
-  return program
+  """``program`` (a ``jax.jit``) once lowered for arguments like ``args`` with the hash
+  unrolled: its first call with such arguments finds that lowering in JAX's cache."""
+  return jax_internals.lower_unrolled(program, *args)
 
 
-def _act_only_program(adapters: Adapters, parts: Parts, plan: FastPlan, deterministic: bool):
+def _act_only_program(adapters: Adapters, parts: AgentParts, plan: FastPlan, deterministic: bool):
   """``(read, pstate, xstate, words) -> (pstate, xstate, words)``, or without the
   preprocessing and exploration states when they are empty (an argument costs
   microseconds even when it holds no arrays)."""
@@ -230,7 +197,7 @@ def _act_only_program(adapters: Adapters, parts: Parts, plan: FastPlan, determin
                                          adapters.explore_init(n), words)[2])
 
 
-def _commit_rows_program(parts: Parts, plan: FastPlan):
+def _commit_rows_program(parts: AgentParts, plan: FastPlan):
   return jax.jit(functools.partial(interaction.commit_rows, parts, plan.layout),
                  donate_argnums=0)
 

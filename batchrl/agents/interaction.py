@@ -50,7 +50,7 @@ class AgentState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Parts:
+class AgentParts:
   """The static pieces an ``AgentState`` is computed with."""
 
   model: Model
@@ -86,7 +86,7 @@ def _where_rows(mask: jax.Array, new, old):
   return jax.tree.map(pick, new, old)
 
 
-def empty_stage(parts: Parts, obs, action, extras) -> Transition:
+def empty_stage(parts: AgentParts, obs, action, extras) -> Transition:
   """Zeros for ``[K, N]`` staged transitions, shaped like one row of ``[N]`` experience."""
   depth, n = parts.stage_depth, parts.num_streams
   zeros = lambda x: jnp.zeros((depth,) + jnp.shape(x), jnp.result_type(x))  # noqa: E731
@@ -99,7 +99,7 @@ def empty_stage(parts: Parts, obs, action, extras) -> Transition:
 # ------------------------------------------------------------------------- commit
 
 
-def _held_transitions(parts: Parts, state: AgentState, idx, reward, terminal, next_obs):
+def _held_transitions(parts: AgentParts, state: AgentState, idx, reward, terminal, next_obs):
   """The ``[k]`` transitions of the acting streams, completed with their next state."""
   rstate, reward_full = parts.reward_preprocess(
       state.reward_preprocess, jnp.zeros((parts.num_streams,), jnp.float32).at[idx].set(reward),
@@ -110,7 +110,7 @@ def _held_transitions(parts: Parts, state: AgentState, idx, reward, terminal, ne
   return state._replace(reward_preprocess=rstate), transition
 
 
-def commit_direct(parts: Parts, state: AgentState, transition: Transition, update: str):
+def commit_direct(parts: AgentParts, state: AgentState, transition: Transition, update: str):
   """All ``N`` streams committed together: one row straight to the model.
 
   ``update``: 'cond' = ``model.observe`` (updates under ``lax.cond`` when ready); for models
@@ -128,7 +128,7 @@ def commit_direct(parts: Parts, state: AgentState, transition: Transition, updat
   return state._replace(model=model), jnp.float32(0.0)
 
 
-def commit_staged(parts: Parts, state: AgentState, transition: Transition, idx, slots,
+def commit_staged(parts: AgentParts, state: AgentState, transition: Transition, idx, slots,
                   flush: int):
   """Stages ``[k]`` transitions at ``stage[slots[j], idx[j]]``, then hands the first
   ``flush`` complete rows to the model (the host counts what is staged, so ``flush`` is a
@@ -148,7 +148,7 @@ def commit_staged(parts: Parts, state: AgentState, transition: Transition, idx, 
 # ---------------------------------------------------------------------------- act
 
 
-def act_step(parts: Parts, state: AgentState, obs, idx, reward, terminal, next_obs_held,
+def act_step(parts: AgentParts, state: AgentState, obs, idx, reward, terminal, next_obs_held,
              has_next, reset, slots, *, commit: str, flush: int, update: str,
              deterministic: bool):
   """One ``act`` of the streams ``idx`` ``[k]``: preprocess their states, commit their held
@@ -186,7 +186,7 @@ def act_step(parts: Parts, state: AgentState, obs, idx, reward, terminal, next_o
   return state, gather(action, idx), updated
 
 
-def _preprocess_streams(parts: Parts, pstate, obs, idx, reset):
+def _preprocess_streams(parts: AgentParts, pstate, obs, idx, reset):
   """Raw ``[k]`` states of streams ``idx`` -> ``(pstate, processed[k], active[N],
   reset[N])``."""
   n = parts.num_streams
@@ -197,7 +197,7 @@ def _preprocess_streams(parts: Parts, pstate, obs, idx, reset):
   return pstate, gather(processed, idx), active, full_reset
 
 
-def _commit_held(parts: Parts, state: AgentState, idx, reward, terminal, processed_k,
+def _commit_held(parts: AgentParts, state: AgentState, idx, reward, terminal, processed_k,
                  next_obs_held, has_next, slots, *, commit: str, flush: int, update: str):
   """Completes the held ``[k]`` transitions with their next state and commits them."""
   ended = _where_rows(has_next, next_obs_held, gather(state.obs, idx))
@@ -208,7 +208,7 @@ def _commit_held(parts: Parts, state: AgentState, idx, reward, terminal, process
   return commit_staged(parts, state, transition, idx, slots, flush)
 
 
-def _policy_step(parts: Parts, model, xstate, timestep, obs_full, active, full_reset, act_key,
+def _policy_step(parts: AgentParts, model, xstate, timestep, obs_full, active, full_reset, act_key,
                  explore_key, deterministic: bool):
   """The model's ``[N]`` actions, explored unless ``deterministic``."""
   action, extras = parts.model.act(model, obs_full, act_key, deterministic)
@@ -226,7 +226,7 @@ def _raw_rows(obs, idx, n: int):
   return jax.tree.map(rows, obs)
 
 
-def process_next(parts: Parts, state: AgentState, obs, idx):
+def process_next(parts: AgentParts, state: AgentState, obs, idx):
   """Processed ``[k]`` next states for bootstrapping (statistics and stacks untouched)."""
   n = parts.num_streams
   _, processed = parts.preprocess(state.preprocess, _raw_rows(obs, idx, n),
@@ -344,7 +344,7 @@ class FastLayout:
     return 2 * self.key_words + 1
 
 
-def act_only(parts: Parts, layout: FastLayout, model, pstate, xstate, words, *,
+def act_only(parts: AgentParts, layout: FastLayout, model, pstate, xstate, words, *,
              deterministic: bool):
   """``act_step`` for all ``N`` streams without its commit: preprocess, act, explore.
 
@@ -368,7 +368,7 @@ def act_only(parts: Parts, layout: FastLayout, model, pstate, xstate, words, *,
   return pstate, xstate, layout.out.pack((processed, action, extras))
 
 
-def commit_rows(parts: Parts, layout: FastLayout, state: AgentState, words, reward,
+def commit_rows(parts: AgentParts, layout: FastLayout, state: AgentState, words, reward,
                 terminal, count, idx, key_data, timestep):
   """Stores the first ``count`` transitions the fast path kept on the host, then makes
   ``state`` what ``act_step`` would have left: the last act's obs, action and extras, the

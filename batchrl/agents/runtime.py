@@ -27,7 +27,7 @@ from batchrl.agents.families import api_type
 from batchrl.agents.family import BuildContext
 from batchrl.agents.adapters import Adapters, build_adapters
 from batchrl.agents.errors import AgentUsageError
-from batchrl.agents.interaction import AgentState, Parts
+from batchrl.agents.interaction import AgentState, AgentParts
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec
 
@@ -39,7 +39,7 @@ SHARED_RUNTIMES = 8  # runtimes (with their programs) kept for agents of the sam
 class Runtime:
   spec: dict  # the agent spec without its seed: all a runtime depends on
   adapters: Adapters
-  parts: Parts
+  parts: AgentParts
   programs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
   @property
@@ -169,7 +169,7 @@ def _build(spec: dict) -> Runtime:
   context = BuildContext(n, spec.get("network", "auto"), adapters.action_space,
                                   spec.get("max_episode_timesteps"))
   model = agent_type.build(dict(spec.get("config") or {}), context)
-  parts = Parts(model, n, STAGE_DEPTH, adapters.preprocess, adapters.reward_preprocess,
+  parts = AgentParts(model, n, STAGE_DEPTH, adapters.preprocess, adapters.reward_preprocess,
                 adapters.explore, adapters.explore_init)
   return Runtime(spec, adapters, parts)
 
@@ -179,12 +179,12 @@ def _build(spec: dict) -> Runtime:
 # Each closes over adapters and parts only, never the runtime that caches it (``memo``).
 
 
-def _init_model(adapters: Adapters, parts: Parts, key):
+def _init_model(adapters: Adapters, parts: AgentParts, key):
   env_spec = EnvSpec(adapters.processed_space, adapters.action_space, parts.num_streams)
   return parts.model.init(jax.random.fold_in(key, 0), env_spec)
 
 
-def _init_program(adapters: Adapters, parts: Parts):
+def _init_program(adapters: Adapters, parts: AgentParts):
   """The initial state from the agent's seed key (an argument: agents of one runtime
   differ in it)."""
   n = parts.num_streams
@@ -201,7 +201,7 @@ def _init_program(adapters: Adapters, parts: Parts):
   return jax.jit(init)
 
 
-def _act_program(parts: Parts, commit: str, flush: int, update: str, deterministic: bool):
+def _act_program(parts: AgentParts, commit: str, flush: int, update: str, deterministic: bool):
   step = functools.partial(interaction.act_step, parts, commit=commit, flush=flush,
                            update=update, deterministic=deterministic)
   return jax.jit(step, donate_argnums=0)

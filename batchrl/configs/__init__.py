@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from batchrl.configclass import ConfigError, Registry
-from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, value_based
+from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, pqn, value_based
 from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides, fit_schedules
 from batchrl.errors import UserInputError
 
@@ -21,7 +21,7 @@ __all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides",
            "get", "load", "names"]
 
 REGISTRY = Registry("config")
-for _module in (ppo, pg, a2c, value_based, naf_dqfd, actor_critic, atari):
+for _module in (ppo, pg, a2c, value_based, pqn, naf_dqfd, actor_critic, atari):
   for _name, (_factory, _description) in _module.NAMED.items():
     REGISTRY.register(_name, _factory, _description)
 

@@ -106,7 +106,7 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.dqn.config import DQNConfig
+from batchrl.agents.replay.q_config import DQNConfig
 from batchrl.agents.ppo import PPOConfig
 from batchrl.configs.run import Experiment, RunConfig
 

@@ -10,12 +10,12 @@ prefixed (``run.seed`` / ``agent.discount``); ``run.``, ``agent.`` and the agent
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any, Iterable
 
 from batchrl.agents.families import family
 from batchrl.configclass import ConfigError, configclass, from_dict, override, param, to_dict
+from batchrl.errors import did_you_mean
 
 BACKENDS = ("gymnax", "gymnasium", "envpool")
 
@@ -222,9 +222,7 @@ def _iterations(run: RunConfig, config) -> int | None:
 def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], agent: str) -> str:
   options = [f"run.{k}" for k in run_keys] + [f"{agent}.{k}" for k in agent_keys]
   bare = sorted(run_keys | agent_keys)
-  close = difflib.get_close_matches(key, bare, n=3, cutoff=0.6)
-  hint = f" Did you mean {', '.join(close)}?" if close else ""
-  return (f"unknown config key {key!r}.{hint} Valid keys: {', '.join(sorted(options))} "
+  return (f"unknown config key {key!r}{did_you_mean(key, bare, n=3)}. Valid keys: {', '.join(sorted(options))} "
           "(see `batchrl configs NAME`).")
 
 

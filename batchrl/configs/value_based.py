@@ -1,5 +1,5 @@
 """The DQN family's named experiments (``batchrl train``); the config class and its units
-are in ``batchrl.agents.dqn.config`` and ``batchrl.agents.replay.config``.
+are in ``batchrl.agents.replay.q_config`` and ``batchrl.agents.replay.config``.
 
 Named configs for ``batchrl train``:
 

@@ -5,7 +5,6 @@ Importing this package stays light (gymnasium and numpy, no jax): ``ExternalProc
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 
 from batchrl.envs.checker import EnvCheckError, check_env
@@ -14,6 +13,7 @@ from batchrl.envs.wrappers import (ActionRepeat, AutoReset, CacheSpaces, ClipAct
                                    ConvertTo32Bit, FrameDelta, FrameHistory, Guard, GuardError,
                                    GuardWarning, LimitDuration, RandomStart, RangeNormalize,
                                    Wrapper, batch_ppo_stack)
+from batchrl.errors import did_you_mean
 
 _LAZY = {
   "ExternalProcess": "batchrl.envs.process",
@@ -36,9 +36,8 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
-  close = difflib.get_close_matches(name, __all__, n=1)
-  hint = f"; did you mean {close[0]!r}?" if close else ""
-  raise AttributeError(f"module 'batchrl.envs' has no attribute {name!r}{hint}")
+  raise AttributeError(f"module 'batchrl.envs' has no attribute {name!r}"
+                       f"{did_you_mean(name, __all__)}")
 
 
 def __dir__() -> list[str]:

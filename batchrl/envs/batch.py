@@ -38,7 +38,6 @@ workers and ``process`` holds the wire format, errors and ``ExternalProcess``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from typing import Callable, Sequence
 
@@ -54,6 +53,7 @@ from batchrl.envs.batch_infos import collect_infos, merge_infos
 from batchrl.envs.batch_layout import Layout, item_shape_dtype
 from batchrl.envs.process import (EnvClosedError, EnvError, EnvWorkerDied, EnvWorkerError,
                                   EnvWorkerTimeout)
+from batchrl.errors import did_you_mean
 
 # Which numpy dtype kinds an action may have, by the kind of the space's dtype. Floats are
 # refused for integer spaces: silently truncating 1.7 to 1 hides bugs.
@@ -536,9 +536,8 @@ class RestartPolicy:
     names = [f.name for f in dataclasses.fields(self)]
     for key, value in kwargs.items():
       if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ValueError(f"unknown RestartPolicy field {key!r}; {hint}valid: {', '.join(names)}")
+        raise ValueError(f"unknown RestartPolicy field {key!r}{did_you_mean(key, names)}; "
+                         f"valid: {', '.join(names)}")
     for f in dataclasses.fields(self):
       object.__setattr__(self, f.name, kwargs.get(f.name, f.default))
     self._check()

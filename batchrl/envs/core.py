@@ -17,13 +17,12 @@ Gymnasium env with the same error for unknown ids (used by worker processes).
 from __future__ import annotations
 
 import abc
-import difflib
 from typing import Any
 
 import gymnasium as gym
 
 from batchrl.envs import ale
-from batchrl.errors import UserInputError, missing_extra
+from batchrl.errors import UserInputError, close_matches, missing_extra
 from batchrl.specs import from_space, to_space, validate_spec
 
 _UNKNOWN_ID_ERRORS = (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv)
@@ -229,7 +228,7 @@ def _missing_dependency(env_id: str, error: Exception) -> UserInputError:
 
 def _unknown_id_message(env_id: str, error: Exception) -> str:
   registered = sorted(gym.registry)
-  close = difflib.get_close_matches(env_id, registered, n=3, cutoff=0.6)
+  close = close_matches(env_id, registered, n=3)
   hint = (f"closest registered ids: {', '.join(map(repr, close))}" if close
           else f"no registered id is close; see sorted(gymnasium.registry) for all "
                f"{len(registered)}")

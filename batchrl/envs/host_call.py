@@ -11,9 +11,10 @@ wrapping left out: ``fn`` gets numpy copies of the arguments and returns numpy a
 exactly the structs' shapes and dtypes (checked by JAX, as for ``io_callback``). Calls are
 ordered like ``io_callback(..., ordered=True)`` (the same effect and token).
 
-It rests on JAX internals (``jax._src``): where they are missing or changed, ``host_call``
-is ``io_callback(..., ordered=True)``, with the same results. No ``vmap``, no autodiff
-(errors, as for an ordered ``io_callback``), as for the host envs that use it.
+It rests on JAX internals (``batchrl.jax_internals.lean_callback``): where they are missing
+or changed, ``host_call`` is ``io_callback(..., ordered=True)``, with the same results and
+one warning. No ``vmap``, no autodiff (errors, as for an ordered ``io_callback``), as for
+the host envs that use it.
 
 Each XLA thread that calls ``fn`` keeps its Python thread state (``keep_thread_state``):
 XLA's threads are not Python's, so by default every call creates a thread state and
@@ -23,84 +24,82 @@ pairs of runs): about 185 us of CPU per step before, 155-170 after.
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
 from jax.experimental import io_callback
 
+from batchrl import jax_internals
 
-try:  # private JAX pieces (see the module doc): without them, io_callback is used
-  from jax._src import callback as _jax_callback
-  from jax._src import core as _core
-  from jax._src import dispatch as _dispatch
-  from jax._src.interpreters import mlir as _mlir
-  _EMIT = _jax_callback.emit_python_callback
-  _EFFECT = _jax_callback._OrderedIOEffect
-  _OP_SHARDING = _jax_callback._callback_op_sharding
-except (ImportError, AttributeError):  # pragma: no cover  (another JAX)
-  _EMIT = None
+# ---------------------------------------------------------------- thread states
+#
+# How a kept thread state is handed back, and why not otherwise. ``PyGILState_Release``
+# must run on the thread that called ``PyGILState_Ensure`` (from another thread it corrupts
+# that thread's count: CPython 3.11 and 3.12 then crash, measured), and on an XLA thread
+# Python runs only inside a callback. A ``threading.local`` finalizer cannot do it: the
+# thread's locals are cleared only when its thread state is, which the kept Ensure is what
+# prevents (and at interpreter exit they are cleared from the main thread). A foreign
+# thread's exit runs no Python at all (CPython's GIL-state key has no destructor). So:
+# - the state Ensure returned is kept per thread state (a ``threading.local``), and
+#   ``release_thread_state`` gives it back on its own thread; host_call's callbacks do that
+#   once ``KEEP_THREAD_STATES`` is False (the thread state then ends with that callback);
+# - at interpreter exit ``Py_FinalizeEx`` clears and frees every thread state of the
+#   interpreter, the kept ones included (no release needed or possible then);
+# - a thread that ends before the process (its backend cleared) leaves its state until exit:
+#   at most ``MAX_KEPT`` threads are kept, so that cost stays bounded.
 
-
-def _lean_primitive():
-  """The primitive with its ordered lowering; None when this JAX lacks the internals used."""
-  if _EMIT is None:
-    return None
-  prim = _core.Primitive("batchrl_host_call")
-  prim.multiple_results = True
-  _dispatch.prim_requires_devices_during_lowering.add(prim)
-
-  def abstract_eval(*avals, fn, result_avals):
-    del avals, fn
-    return result_avals, {_EFFECT}
-
-  def lowering(ctx, *args, fn, result_avals):
-    del result_avals
-    token = ctx.tokens_in.get(_EFFECT)
-    result, token, _ = _EMIT(
-        ctx, fn, token, list(args), ctx.avals_in, ctx.avals_out, has_side_effect=True,
-        returns_token=True,
-        sharding=_OP_SHARDING(ctx.module_context.axis_context, None, ctx.avals_out))
-    ctx.set_tokens_out(ctx.tokens_in.update_tokens(_mlir.TokenSet({_EFFECT: token})))
-    return result
-
-  def impl(*args, fn, result_avals):  # outside jit: a plain call
-    del result_avals
-    return fn(*args)
-
-  prim.def_effectful_abstract_eval(abstract_eval)
-  prim.def_impl(impl)
-  _mlir.register_lowering(prim, lowering, cacheable=False)
-  return prim
-
+KEEP_THREAD_STATES = True  # False: a callback on a kept thread gives its state back
+MAX_KEPT = 64  # threads kept at most (XLA's pools: a few threads per backend)
 
 _KEPT: set[int] = set()  # idents of the threads whose thread state is kept
+_local = threading.local()  # .kept: the _Kept of this thread state
+
+
+class _Kept:
+  """What ``keep_thread_state`` holds in a thread state: the ``PyGILState_STATE`` that
+  ``PyGILState_Ensure`` returned. Dropped with the thread state (a release, a Python
+  thread's exit, interpreter exit), and the thread no longer counts as kept."""
+
+  def __init__(self, ident: int, state: int):
+    self.ident, self.state, self.kept = ident, state, _KEPT  # the set: alive at exit too
+    self.kept.add(ident)
+
+  def __del__(self):
+    self.kept.discard(self.ident)
 
 
 def keep_thread_state() -> None:
-  """Keeps the calling thread's Python thread state alive until the interpreter ends.
+  """Keeps the calling thread's Python thread state alive between callbacks.
 
   Called from a foreign (XLA) thread inside a callback, where the GIL is held: one more
-  ``PyGILState_Ensure`` that is never released, so the callback's own release no longer
-  deletes the thread state, and the next callback on this thread reuses it instead of
-  building a new one. A few thread states (one per XLA thread) stay allocated; nothing
-  else changes (a thread's ``threading.local`` values now last between its calls).
+  ``PyGILState_Ensure``, so the callback's own release no longer deletes the thread state
+  and the next callback on this thread reuses it instead of building a new one (a thread's
+  ``threading.local`` values then last between its calls). Once per thread state; nothing
+  once ``MAX_KEPT`` threads are kept.
   """
-  ident = threading.get_ident()
-  if ident not in _KEPT:
-    _KEPT.add(ident)
-    ctypes.pythonapi.PyGILState_Ensure()
+  if getattr(_local, "kept", None) is not None or len(_KEPT) >= MAX_KEPT:
+    return
+  _local.kept = _Kept(threading.get_ident(), ctypes.pythonapi.PyGILState_Ensure())
+
+
+def release_thread_state() -> None:
+  """Gives back the thread state ``keep_thread_state`` kept on the calling thread (nothing
+  when it kept none). Must run on that thread: inside a callback the state lasts until the
+  callback returns, then CPython deletes it as it would have without keeping."""
+  kept = getattr(_local, "kept", None)
+  if kept is not None:
+    del _local.kept
+    ctypes.pythonapi.PyGILState_Release(kept.state)
+
+
+# ---------------------------------------------------------------- host_call
 
 
 LEAN = True  # False: every host_call is io_callback(ordered=True) (read when traced;
 # benchmarks/limits.py compares the two in one run)
-
-
-@functools.cache
-def _primitive():
-  return _lean_primitive()
 
 
 def host_call(fn: Callable[..., Any], result_structs: Any, *args: jax.Array) -> Any:
@@ -109,15 +108,17 @@ def host_call(fn: Callable[..., Any], result_structs: Any, *args: jax.Array) -> 
   ``args`` are arrays (not pytrees); ``fn`` returns a pytree of numpy arrays with the
   structure, shapes and dtypes of ``result_structs`` (``jax.ShapeDtypeStruct`` s).
   """
-  prim = _primitive() if LEAN else None
-  if prim is None:
+  bind = jax_internals.lean_callback() if LEAN else None
+  if bind is None:
     return io_callback(fn, result_structs, *args, ordered=True)
   leaves, tree = jax.tree.flatten(result_structs)
-  avals = tuple(_core.ShapedArray(s.shape, s.dtype) for s in leaves)
 
   def flat_fn(*host_args):
-    keep_thread_state()
+    if KEEP_THREAD_STATES:
+      keep_thread_state()
+    else:
+      release_thread_state()
     # copies: the env may keep the action, XLA reuses its buffers after the call
     return tuple(jax.tree.leaves(fn(*(np.array(a) for a in host_args))))
 
-  return jax.tree.unflatten(tree, prim.bind(*args, fn=flat_fn, result_avals=avals))
+  return jax.tree.unflatten(tree, bind(flat_fn, leaves, *args))

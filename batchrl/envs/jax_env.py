@@ -14,14 +14,14 @@ inside the graph; it is the batched protocol that ``simulate`` consumes::
     obs[B], state = env.reset(key)
     step: EnvStep = env.step(key, state, action[B])
 
-Adapters: ``GymnaxEnv`` (gymnax, installed by default) and ``BraxEnv`` (``pip install
-batchrl[brax]``). ``InGraphBatchEnv`` (``batchrl.envs.ingraph``) offers host environments
-through the same batched protocol.
+Adapters: ``GymnaxEnv`` (``pip install "batchrl[gymnax]"``) and ``BraxEnv`` (``pip install
+"batchrl[brax]"``), each library imported when first used, so the core installs without
+them. ``InGraphBatchEnv`` (``batchrl.envs.ingraph``) offers host environments through the
+same batched protocol.
 """
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import sys
 import types
@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError, missing_extra
+from batchrl.errors import UserInputError, did_you_mean, missing_extra
 
 
 class EnvStep(NamedTuple):
@@ -64,17 +64,23 @@ class _Deferred(types.ModuleType):
     return getattr(importlib.import_module(self.__name__), attr)
 
 
-def import_gymnax():
+def import_gymnax(what: str = "run.backend='gymnax' (JAX-native environments)"):
   """``gymnax``, imported without the plotting libraries that its Pong, Catch and Rooms
   modules import at the top for rendering (seaborn, matplotlib.pyplot: 1.5 s of gymnax's
-  2 s import on 2 cores); they are imported when first used instead."""
-  if "gymnax" in sys.modules:
+  2 s import on 2 cores); they are imported when first used instead.
+
+  gymnax is the ``batchrl[gymnax]`` extra (it pins jax and gymnasium below the newest), and
+  this is the one place that imports it: without it, a ``UserInputError`` says what to
+  install, ``what`` being what needed it."""
+  if sys.modules.get("gymnax") is not None:
     return sys.modules["gymnax"]
   deferred = {name: _Deferred(name) for name in ("seaborn", "matplotlib.pyplot")
               if name not in sys.modules}
   sys.modules.update(deferred)
   try:
     import gymnax
+  except ImportError as e:  # gymnax, or what it imports undeclared (six): the extra has both
+    raise missing_extra(what, "gymnax", e) from e
   finally:
     for name, module in deferred.items():
       if sys.modules.get(name) is module:
@@ -126,13 +132,13 @@ class GymnaxEnv:
 
   @classmethod
   def make(cls, env_id_or_env, params=None, **param_overrides) -> "GymnaxEnv":
-    gymnax = import_gymnax()
+    gymnax = import_gymnax(f"the gymnax environment {env_id_or_env!r} (run.backend='gymnax')"
+                           if isinstance(env_id_or_env, str) else "GymnaxEnv")
     if isinstance(env_id_or_env, str):
       if env_id_or_env not in gymnax.registered_envs:
-        close = difflib.get_close_matches(env_id_or_env, gymnax.registered_envs, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UserInputError(f"Unknown gymnax environment id {env_id_or_env!r}.{hint} "
-                         f"Valid ids: {', '.join(sorted(gymnax.registered_envs))}.")
+        hint = did_you_mean(env_id_or_env, gymnax.registered_envs, n=3)
+        raise UserInputError(f"Unknown gymnax environment id {env_id_or_env!r}{hint}. "
+                             f"Valid ids: {', '.join(sorted(gymnax.registered_envs))}.")
       env, default = gymnax.make(env_id_or_env)
     else:
       env, default = env_id_or_env, env_id_or_env.default_params

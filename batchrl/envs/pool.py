@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import functools
 import re
 import warnings
@@ -64,7 +63,7 @@ from batchrl.envs.atari import FIRE, FRAME, GAME_OVER, NOOP, SCORE_REWARD
 from batchrl.envs.host_call import host_call
 from batchrl.envs.jax_env import EnvStep
 from batchrl.envs.wrappers import affine_map, normalize_mask, unit_box, unit_range
-from batchrl.errors import UserInputError, missing_extra
+from batchrl.errors import UserInputError, did_you_mean, missing_extra
 
 try:  # x64 for one block: jax.enable_x64 in recent JAX, jax.experimental's before
   _x64 = functools.partial(jax.enable_x64, True)
@@ -119,10 +118,9 @@ def make_pool(env_id: str, num_envs: int, seed: int, max_length: int | None = No
   task, options = pool_task(env_id, atari)
   tasks = envpool.list_all_envs()
   if task not in tasks:
-    close = difflib.get_close_matches(task, tasks, n=3, cutoff=0.6)
-    hint = f" Closest: {', '.join(close)}." if close else ""
-    raise UserInputError(f"EnvPool {envpool.__version__} has no task {task!r} "
-                         f"(run.backend='envpool').{hint} Its tasks: envpool.list_all_envs().")
+    raise UserInputError(f"EnvPool {envpool.__version__} has no task {task!r}"
+                         f"{did_you_mean(task, tasks, n=3)} (run.backend='envpool'); its "
+                         "tasks: envpool.list_all_envs().")
   if max_length is not None:
     options["max_episode_steps"] = int(max_length)
   return envpool.make(task, env_type="gymnasium", num_envs=num_envs, seed=int(seed),

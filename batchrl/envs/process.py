@@ -20,7 +20,6 @@ is recognised and dropped instead of being taken as the answer to a later reques
 """
 from __future__ import annotations
 
-import difflib
 import os
 import pickle
 import signal
@@ -32,6 +31,7 @@ import weakref
 from typing import Any, Callable, NamedTuple
 
 from batchrl.envs import launch
+from batchrl.errors import did_you_mean
 
 HEADER = struct.Struct("<BQ")  # (message kind, request id)
 
@@ -143,9 +143,8 @@ def check_env_id(env_id: str) -> None:
   registry = gymnasium.envs.registration.registry
   if env_id in registry:
     return
-  close = difflib.get_close_matches(env_id, list(registry.keys()), n=5, cutoff=0.6)
-  hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else (
-      "; see gymnasium.pprint_registry() for the registered ids")
+  hint = did_you_mean(env_id, registry.keys(), n=5) or (
+      " (see gymnasium.pprint_registry() for the registered ids)")
   raise ValueError(f"unknown environment id {env_id!r}{hint}")
 
 

@@ -24,7 +24,6 @@ Guard(mode)            checks actions, and NaN/inf in observations and rewards
 from __future__ import annotations
 
 import copy
-import difflib
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +34,7 @@ from gymnasium import spaces
 
 from batchrl.envs.checker import nonfinite_problems, space_problems
 from batchrl.envs.core import make_gym
+from batchrl.errors import did_you_mean
 
 
 class Wrapper(gym.Wrapper):
@@ -487,9 +487,8 @@ class Guard(Wrapper):
   def __init__(self, env: gym.Env, mode: str = "raise"):
     super().__init__(env)
     if mode not in _GUARD_MODES:
-      close = difflib.get_close_matches(str(mode), _GUARD_MODES, n=1)
-      hint = f" (did you mean {close[0]!r}?)" if close else ""
-      raise ValueError(f"Guard mode {mode!r} is not valid{hint}; valid modes: "
+      raise ValueError(f"Guard mode {mode!r} is not valid{did_you_mean(mode, _GUARD_MODES)}; "
+                       "valid modes: "
                        f"{list(_GUARD_MODES)}")
     self._mode = mode
 

@@ -13,7 +13,6 @@ are plain ``rows .. rows + L`` reads in one column, with no per-item links.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 from typing import Any, NamedTuple
@@ -22,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 from batchrl.memories import prioritized as pr
 
 MEMORY_TYPES = ("replay", "sequential", "prioritized_replay", "naive_prioritized_replay")
@@ -71,11 +70,6 @@ class Sample(NamedTuple):
   mask: jax.Array
 
 
-def _did_you_mean(value, valid) -> str:
-  close = difflib.get_close_matches(str(value), list(valid), n=1)
-  return f" Did you mean {close[0]!r}?" if close else ""
-
-
 def _positive_int(name: str, value) -> None:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
     raise MemorySpecError(f"memory {name} must be a positive int, got {value!r}.")
@@ -109,8 +103,8 @@ class Memory:
 
   def __post_init__(self):
     if self.type not in MEMORY_TYPES:
-      hint = _did_you_mean(self.type, MEMORY_TYPES)
-      raise MemorySpecError(f"unknown memory type {self.type!r}.{hint} Valid types: "
+      hint = did_you_mean(self.type, MEMORY_TYPES)
+      raise MemorySpecError(f"unknown memory type {self.type!r}{hint}. Valid types: "
                             f"{', '.join(MEMORY_TYPES)}.")
     _positive_int("capacity", self.capacity)
     _positive_int("width", self.width)
@@ -396,7 +390,7 @@ def make_memory(spec: Any = "replay", *, capacity: int | None = None, width: int
                           f"with 'type', got {spec!r}.")
   for key in list(spec) + list(defaults):
     if key not in _SPEC_KEYS:
-      raise MemorySpecError(f"unknown memory key {key!r}.{_did_you_mean(key, _SPEC_KEYS)} "
+      raise MemorySpecError(f"unknown memory key {key!r}{did_you_mean(key, _SPEC_KEYS)}. "
                             f"Valid keys: {', '.join(_SPEC_KEYS)}.")
   values = {"type": "replay", **defaults}
   if capacity is not None:

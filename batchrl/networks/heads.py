@@ -25,7 +25,6 @@ symmetric ``Beta(1.69, 1.69)`` (``alpha, beta = 1 + softplus(.)``: unimodal, as 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.errors import did_you_mean
 from batchrl.networks.distributions import (Bernoulli, Beta, Categorical, DiagGaussian,
                                             Independent, Joint, Reshaped)
 
@@ -45,15 +45,10 @@ BOUNDED_MEANS = ("none", "tanh")
 SINGLE_ACTION_NAME = "action"  # parameter scope of a single unnamed action
 
 
-def _did_you_mean(name: Any, valid) -> str:
-  close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-  return f" Did you mean {close[0]!r}?" if close else ""
-
-
 def _choice(value: str, valid, what: str) -> None:
   if value not in valid:
-    raise ValueError(f"{what} must be one of {', '.join(map(repr, valid))}; got {value!r}."
-                     + _did_you_mean(value, valid))
+    raise ValueError(f"{what} must be one of {', '.join(map(repr, valid))}; got "
+                     f"{value!r}{did_you_mean(value, valid)}.")
 
 
 def _as_bound(value, shape: tuple[int, ...], what: str):
@@ -314,8 +309,8 @@ def _named_masks(actions: Mapping[str, ActionSpec], masks) -> Mapping[str, Any]:
                     f"got {type(masks).__name__}.")
   for name in masks:
     if name not in actions:
-      raise ValueError(f"Mask for unknown action {name!r}; actions are {sorted(actions)}."
-                       + _did_you_mean(name, actions))
+      raise ValueError(f"Mask for unknown action {name!r}{did_you_mean(name, actions)}; "
+                       f"actions are {sorted(actions)}.")
   return masks
 
 

@@ -62,9 +62,10 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium import spaces
 
+from batchrl.errors import did_you_mean
 from batchrl.networks.layers import (
-    RECURRENT_TYPES, LayerPlan, NetworkSpecError, apply_layer, check_layer, did_you_mean,
-    infer_shape, initial_layer_carry)
+    RECURRENT_TYPES, LayerPlan, NetworkSpecError, apply_layer, check_layer, infer_shape,
+    initial_layer_carry)
 
 COMBINES = ("concat", "sum", "product")
 _BRANCH_FORMAT_KEYS = ("branches", "combine", "layers")
@@ -91,7 +92,7 @@ class InputSpec:
     object.__setattr__(self, "shape", tuple(int(n) for n in shape))
     if self.kind not in ("float", "int", "bool"):
       raise NetworkSpecError(f"InputSpec kind must be 'float', 'int' or 'bool', got "
-                             f"{self.kind!r};{did_you_mean(self.kind, ('float', 'int', 'bool'))}")
+                             f"{self.kind!r}{did_you_mean(self.kind, ('float', 'int', 'bool'))}")
     if self.num_values is not None and (isinstance(self.num_values, bool) or not isinstance(
         self.num_values, (int, np.integer)) or self.num_values < 1):
       raise NetworkSpecError(f"InputSpec num_values must be an int >= 1 or None, got "
@@ -273,13 +274,14 @@ def _plan_branches(spec: Mapping, states: dict[str, InputSpec], named: bool,
                            f"[{dict(spec)!r}]")
   for key in spec:
     if key not in _BRANCH_FORMAT_KEYS:
-      raise NetworkSpecError(f"{root}: unknown key {key!r};{did_you_mean(key, _BRANCH_FORMAT_KEYS)}"
-                             f" valid keys: {list(_BRANCH_FORMAT_KEYS)}")
+      raise NetworkSpecError(f"{root}: unknown key {key!r}"
+                             f"{did_you_mean(key, _BRANCH_FORMAT_KEYS)}; valid keys: "
+                             f"{list(_BRANCH_FORMAT_KEYS)}")
   branches = _branch_specs(spec, states, named, root)
   combine = spec.get("combine", "concat")
   if combine not in COMBINES:
     raise NetworkSpecError(f"{root}['combine'] must be one of {list(COMBINES)}, got "
-                           f"{combine!r};{did_you_mean(combine, COMBINES)}")
+                           f"{combine!r}{did_you_mean(combine, COMBINES)}")
   plans = []
   for name, state in states.items():
     raw = _auto_branch(state) if branches[name] == "auto" else branches[name]
@@ -308,8 +310,8 @@ def _branch_specs(spec: Mapping, states: dict[str, InputSpec], named: bool, root
                            f"list or 'auto', got {branches!r}")
   for name in branches:
     if name not in states:
-      raise NetworkSpecError(f"{root}['branches'][{name!r}]: no state of that name;"
-                             f"{did_you_mean(name, states)} states: {list(states)}")
+      raise NetworkSpecError(f"{root}['branches'][{name!r}]: no state of that name"
+                             f"{did_you_mean(name, states)}; states: {list(states)}")
   missing = [name for name in states if name not in branches]
   if missing:
     raise NetworkSpecError(f"{root}['branches'] has no branch for states {missing}; every "

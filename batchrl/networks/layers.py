@@ -11,7 +11,6 @@ Checking keys and shapes up front is the point: a typo or a conv2d on a vector s
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError
+from batchrl.errors import UserInputError, did_you_mean
 
 
 class NetworkSpecError(UserInputError):
@@ -32,12 +31,6 @@ ACTIVATIONS: dict[str, Callable] = {
   "softplus": nn.softplus, "swish": nn.silu, "silu": nn.silu, "gelu": nn.gelu,
   "leaky_relu": nn.leaky_relu, "none": lambda x: x, "linear": lambda x: x,
 }
-
-
-def did_you_mean(name: Any, valid: Sequence[str]) -> str:
-  """`` did you mean 'x'?`` when a close match exists, else an empty string."""
-  close = difflib.get_close_matches(str(name), list(valid), n=1)
-  return f" did you mean {close[0]!r}?" if close else ""
 
 
 class _Invalid(Exception):
@@ -85,7 +78,7 @@ def _pair(value):
 def _choice(*valid: str):
   def check(value):
     if value not in valid:
-      raise _Invalid(f"must be one of {list(valid)}, got {value!r};{did_you_mean(value, valid)}")
+      raise _Invalid(f"must be one of {list(valid)}, got {value!r}{did_you_mean(value, valid)}")
     return value
   return check
 
@@ -158,13 +151,13 @@ def check_layer(raw: Any, path: str) -> tuple[str, dict[str, Any]]:
   if kind is None:
     raise NetworkSpecError(f"{path}: the layer has no 'type'; valid types: {sorted(LAYER_KEYS)}")
   if kind not in LAYER_KEYS:
-    raise NetworkSpecError(f"{path}: unknown layer type {kind!r};{did_you_mean(kind, LAYER_KEYS)}"
+    raise NetworkSpecError(f"{path}: unknown layer type {kind!r}{did_you_mean(kind, LAYER_KEYS)};"
                            f" valid types: {sorted(LAYER_KEYS)}")
   schema = LAYER_KEYS[kind]
   for key in raw:
     if key != "type" and key not in schema:
       raise NetworkSpecError(
-          f"{path} ({kind}): unknown key {key!r};{did_you_mean(key, schema)}"
+          f"{path} ({kind}): unknown key {key!r}{did_you_mean(key, schema)};"
           f" valid keys for {kind}: {sorted(schema)}")
   options = {}
   for key, (check, default) in schema.items():

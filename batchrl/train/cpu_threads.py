@@ -18,22 +18,23 @@ process may use ``threads`` CPUs only, then every thread gets its CPUs back (the
 the pool's, all those the process had): the pool is smaller, nothing stays pinned. It only
 works before anything started the backend (``batchrl train`` builds the trainer first);
 otherwise, and off Linux, it does nothing and says so by returning False. Whether the
-backend runs is read from ``jax._src.xla_bridge`` (no public API says it); a JAX without
-that function is treated as started, so the setting is then skipped, never wrong.
+backend runs is read from JAX's internals (``jax_internals.backends_started``: no public API
+says it); a JAX where that fails is treated as started, so the setting is then skipped,
+never wrong.
 """
 from __future__ import annotations
 
 import os
 
 import jax
-from jax._src import xla_bridge
+
+from batchrl import jax_internals
 
 
 def backend_started() -> bool:
   """Whether JAX's backends exist already (True when this JAX cannot tell: then nothing is
   changed)."""
-  started = getattr(xla_bridge, "backends_are_initialized", None)
-  return True if started is None else bool(started())
+  return jax_internals.backends_started() is not False
 
 
 def start_cpu_backend(threads: int | None) -> bool:

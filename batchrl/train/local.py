@@ -20,7 +20,7 @@ import numpy as np
 from batchrl import programs, simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
-from batchrl.parts import PartRunner, Parts
+from batchrl.parts import PartRunner, LaneSplit
 from batchrl.train import fused
 from batchrl.train.build import (build_env, build_model, close_env, eval_cap, eval_kind,
                                  eval_steps)
@@ -76,7 +76,7 @@ class LocalTrainer:
     # for a top-level update: it spreads itself over the cores, and two parts' updates at
     # once hung (each one's host callback dispatches programs of its own)
     split = seeds and not self.agent.top_level_update
-    self._parts = Parts.for_backend(seeds) if split else Parts(seeds or 1, 1)
+    self._parts = LaneSplit.for_backend(seeds) if split else LaneSplit(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
     first_part = self._parts.split(self.sim)[0]

@@ -16,7 +16,8 @@ import yaml
 
 from batchrl import checkpoint
 from batchrl.agents.core import Model, with_scratch, without_memory, without_scratch
-from batchrl.configclass import ConfigError, atomic_write_text
+from batchrl.configclass import ConfigError
+from batchrl.files import write_atomic
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
 from batchrl.train.trainer import Trainer
@@ -52,7 +53,7 @@ def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[E
     return saved, True
   try:
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
+    write_atomic(path, yaml.safe_dump(exp.to_dict(), sort_keys=False))
   except OSError as e:
     raise UserInputError(f"cannot write the run directory {run_dir}: {e.strerror}; give a "
                          "--logdir you can write to.") from None

@@ -46,7 +46,7 @@ from batchrl.configs import Experiment, RunConfig, apply_overrides
 from batchrl.errors import UserInputError
 from batchrl.logging import RunLogger
 from batchrl.memories import available_bytes
-from batchrl.parts import PartRunner, Parts
+from batchrl.parts import PartRunner, LaneSplit
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, close_env, eval_cap, eval_kind, eval_steps
@@ -412,7 +412,7 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
   """The train / evaluate / checkpoint cadence of ``batchrl.train.loop`` for every lane."""
   steps_per_iteration = exp.run.num_envs * group.period
   plan = schedule(exp.run, steps_per_iteration)
-  parts = Parts.for_backend(len(lanes))
+  parts = LaneSplit.for_backend(len(lanes))
   part_values = parts.split(values)
   with PartRunner(parts) as runner:
     key = jax.random.key(exp.run.seed)

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from batchrl import compilation_cache, configs, distributed
-from batchrl.configclass import ConfigError, atomic_write_text
+from batchrl.configclass import ConfigError
+from batchrl.files import write_atomic
 from batchrl.configs import Experiment, apply_overrides
 from batchrl.distributed import RayOptions
 from batchrl.distributed import cluster as ray_cluster
@@ -337,7 +338,7 @@ def write_best(study, tune_dir: Path) -> Path | None:
             f"# train it: batchrl train --config {Path(tune_dir) / studies.BEST_FILE} "
             "--logdir runs\n")
   path = Path(tune_dir) / studies.BEST_FILE
-  atomic_write_text(path, header + yaml.safe_dump(values, sort_keys=False))
+  write_atomic(path, header + yaml.safe_dump(values, sort_keys=False))
   return path
 
 

@@ -113,7 +113,7 @@ def test_a_misspelt_key_names_the_closest_valid_one(case):
   with pytest.raises(ConfigError, match=f"unknown key '{typo}'") as error:
     Agent.create(agent={"type": case.name, typo: 1}, environment=case.env)
   if closest is not None:
-    assert f"Did you mean '{closest}'?" in str(error.value)
+    assert f"(did you mean '{closest}'?)" in str(error.value)
 
 
 OUT_OF_RANGE = [pytest.param(case.id, key, value, id=f"{case.id}-{key}")
@@ -160,6 +160,7 @@ def _host(tree) -> list[np.ndarray]:
                      else x) for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.gymnax
 @pytest.mark.parametrize("family", sorted(FUSED_CONFIGS))
 def test_a_fused_named_config_trains_one_iteration(family, tmp_path):
   """One iteration (``num_envs`` x the agent's period steps, then its update) of the

@@ -21,7 +21,8 @@ from batchrl.agents.a2c import losses
 from batchrl.agents.a2c.config import A2CConfig
 from batchrl.agents.core import Model
 from batchrl.agents.policy_gradient import model as pg_model
-from batchrl.agents.policy_gradient.model import Batch, PGNetworks, PGState
+from batchrl.agents.policy_gradient.model import Batch, PGState
+from batchrl.agents.policy_gradient.networks import PGNetworks, make_networks
 from batchrl.ops.returns import discounted_returns
 from batchrl.specs import EnvSpec
 
@@ -110,7 +111,7 @@ def joint_gradient(config: A2CConfig, nets: PGNetworks, joint: dict, batch: Batc
 def update(config: A2CConfig, state: PGState) -> tuple[PGState, dict]:
   """One joint step on the stored batch (then the separate critic's passes); the rollout
   empties."""
-  nets = pg_model.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   batch = pg_model.prepare(config, nets, state, returns=returns_fn(config))
   params = dict(state.params)
   joint = joint_params(config, params)

@@ -54,6 +54,25 @@ class ActorCriticConfig(ReplayConfig):
     check_actor_critic(self, type(self).__name__.removesuffix("Config").lower())
 
 
+DEFAULT_EXPLORATION = json.dumps({"type": "gaussian", "sigma": 0.1})
+
+
+@configclass
+class DeterministicActorConfig(ActorCriticConfig):
+  """``ActorCriticConfig`` plus the exploration noise of a deterministic actor: the base of
+  ``DDPGConfig`` and ``TD3Config`` (here, so TD3 does not build on DDPG's folder)."""
+
+  exploration: str | None = param(DEFAULT_EXPLORATION, "Noise added to the actor's action in "
+                                  "act, as JSON text of a batchrl.exploration spec for float "
+                                  "actions (gaussian, ornstein_uhlenbeck, constant, "
+                                  "linear_decay...), in normalized units (the bounds mapped "
+                                  "to [-1, 1]), then clipped. None: no noise.")
+
+  def __post_init__(self):
+    check_actor_critic(self, "actor_critic")
+    parse_exploration(self.exploration, "actor_critic.exploration")
+
+
 def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   """The shared fields; errors name them as ``<prefix>.<field>``."""
   check_replay(c, prefix)  # repeat_update >= 1 among them

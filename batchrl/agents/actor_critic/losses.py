@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from batchrl.agents.dqn.losses import td_loss
+from batchrl.agents.replay.losses import td_loss
 
 
 def bellman_target(reward: jax.Array, terminated: jax.Array, discount: float,
@@ -19,6 +19,14 @@ def critic_loss(q: jax.Array, target: jax.Array, weight: jax.Array, clip: float)
   over critics (each learns its own regression); returns ``(loss, error [C, K])``."""
   error = target[None] - q
   return jnp.sum(jnp.mean(weight[None] * td_loss(error, clip), axis=-1)), error
+
+
+def deterministic_actor_loss(config, nets, actor_params, critic_params, obs, key, alpha):
+  """``-mean Q_1(s, mu(s))`` (DDPG's and TD3's actor loss): its gradient is the deterministic
+  policy gradient ``-mean dQ/da * dmu/dtheta`` (the first critic's, as in TD3)."""
+  del config, key, alpha
+  q = nets.critic(critic_params, obs, nets.actor(actor_params, obs))[0]
+  return -jnp.mean(q), ({"policy_q": jnp.mean(q)}, None)
 
 
 def temperature_objective(log_alpha, log_prob, target_entropy: float):

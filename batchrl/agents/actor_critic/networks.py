@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import spaces
-from batchrl.agents.naf.networks import ActionMap, action_map
 from batchrl.agents.spaces import SpaceInfo
+from batchrl.networks.actions import ActionMap, action_map
 from batchrl.networks.distributions import Categorical
 from batchrl.networks.layered import build_network, input_specs_from_space
 

@@ -1,14 +1,16 @@
 """DDPG (Lillicrap et al. 2016; TensorForce 0.6's ``dpg``): a deterministic tanh actor, one
 Q critic, target networks moved softly, exploration noise in ``act``, a replay memory. The
 update loop is ``batchrl.agents.actor_critic.model``'s; DDPG's parts are its target
-``r + gamma Q'(s', mu'(s'))`` and its actor loss ``-Q(s, mu(s))`` (``losses.py``)."""
+``r + gamma Q'(s', mu'(s'))`` (``losses.py``) and its actor loss ``-Q(s, mu(s))``
+(``batchrl.agents.actor_critic.losses``, shared with TD3)."""
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.config import parse_exploration
+from batchrl.agents.actor_critic.losses import deterministic_actor_loss
 from batchrl.agents.actor_critic.model import Algorithm, make_actor_critic
 from batchrl.agents.core import Model
 from batchrl.agents.ddpg.config import DDPGConfig
-from batchrl.agents.ddpg.losses import ddpg_next_value, deterministic_actor_loss
+from batchrl.agents.ddpg.losses import ddpg_next_value
 
 
 def make_ddpg(config: DDPGConfig | None = None, name: str = "ddpg") -> Model:

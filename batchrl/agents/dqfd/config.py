@@ -10,16 +10,10 @@ demonstrator's level) with the paper's values (2 seeds, 3 episodes each). The ke
 TensorForce's meaning; give 0.5 / 0.1 to get its behaviour."""
 from __future__ import annotations
 
-import difflib
-
 from batchrl.agents.dqfd.demonstrations import DEMONSTRATION_SOURCES
-from batchrl.agents.dqn.config import DQNConfig, check_dqn
+from batchrl.agents.replay.q_config import DQNConfig, check_dqn
 from batchrl.configclass import ConfigError, configclass, param
-
-
-def _did_you_mean(value, valid) -> str:
-  close = difflib.get_close_matches(str(value), list(valid), n=1)
-  return f" Did you mean {close[0]!r}?" if close else ""
+from batchrl.errors import did_you_mean
 
 
 @configclass
@@ -86,7 +80,7 @@ def _check_dqfd(c: DQFDConfig) -> None:
   source = c.demonstrations
   if source is not None and not source.endswith(".npz") and source not in DEMONSTRATION_SOURCES:
     raise ConfigError(f"dqfd.demonstrations {source!r} is neither an .npz file nor a built-in "
-                      f"source.{_did_you_mean(source, DEMONSTRATION_SOURCES)} Built-in: "
+                      f"source{did_you_mean(source, DEMONSTRATION_SOURCES)}. Built-in: "
                       f"{', '.join(DEMONSTRATION_SOURCES)}.")
   if c.pretrain_steps and source is None:
     raise ConfigError(f"dqfd.pretrain_steps={c.pretrain_steps} needs demonstrations at init: "

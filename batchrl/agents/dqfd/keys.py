@@ -1,6 +1,6 @@
 """The ``dqfd`` agent type of ``batchrl.Agent.create``, and the object-API methods it adds.
 
-Keys: every ``dqn`` key (``batchrl.agents.dqn.keys``: ``memory``, ``memory_capacity``,
+Keys: every ``dqn`` key (``batchrl.agents.replay.q_keys``: ``memory``, ``memory_capacity``,
 ``batch_size``, ``update_frequency``, ``first_update``, ``repeat_update``,
 ``target_sync_frequency`` / ``target_update_frequency``, ``target_update_weight`` /
 ``update_target_weight``, ``huber_loss`` / ``clip_loss``, ``double_dqn`` (True by default
@@ -45,8 +45,8 @@ process the demonstrations' states first. Call ``pretrain`` after flushing pendi
 from __future__ import annotations
 
 from batchrl.agents.dqfd.config import DQFDConfig
-from batchrl.agents.dqn.keys import dqn_config
 from batchrl.agents.family import BuildContext
+from batchrl.agents.replay.q_keys import dqn_config
 
 
 def dqfd_config(kwargs: dict, context: BuildContext) -> DQFDConfig:

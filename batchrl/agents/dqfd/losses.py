@@ -1,4 +1,5 @@
-"""DQFD's own loss pieces (Hester et al. 2018); the TD parts are DQN's (``batchrl.agents.dqn``).
+"""DQFD's own loss pieces (Hester et al. 2018); the TD parts are DQN's
+(``batchrl.agents.replay.losses``).
 
 Shapes: ``K`` samples, an action component of shape ``S`` with ``A`` values has Q-values
 ``[K, *S, A]`` and actions ``[K, *S]``.

@@ -1,6 +1,6 @@
 """DQFD, deep Q-learning from demonstrations (Hester et al. 2018), as a ``Model``.
 
-DQN (``batchrl.agents.dqn``: its networks, act, store and targets, by import) plus a second
+DQN (``batchrl.agents.replay.q_learning``: its networks, act, store and targets) plus a second
 memory that holds demonstrations and is never overwritten by online experience. Shapes:
 ``K`` = ``batch_size``, ``K_d`` = ``round(demo_sampling_ratio * K)`` demonstration samples.
 
@@ -47,12 +47,12 @@ from batchrl.agents.core import Model, Transition
 from batchrl.agents.dqfd import losses as dqfd_losses
 from batchrl.agents.dqfd.config import DQFDConfig, demo_batch_size
 from batchrl.agents.dqfd.demonstrations import load_demonstrations
-from batchrl.agents.dqn import model as dqn
+from batchrl.agents.replay import losses
+from batchrl.agents.replay import q_learning as dqn
 from batchrl.agents.replay import updates as replay
-from batchrl.agents.dqn import losses
-from batchrl.agents.dqn.model import DQNState
+from batchrl.agents.replay.q_config import parse_exploration
+from batchrl.agents.replay.q_learning import DQNState
 from batchrl.agents.replay.updates import Static
-from batchrl.agents.dqn.config import parse_exploration
 from batchrl.errors import UserInputError
 from batchrl.ops.targets import soft_update
 from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,

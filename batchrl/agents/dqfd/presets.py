@@ -1,11 +1,10 @@
 """Measured DQFD presets (the named experiments in ``batchrl.configs.naf_dqfd`` use them)."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from batchrl.agents.dqfd.config import DQFDConfig
-from batchrl.agents.dqn.presets import cartpole
+from batchrl.agents.replay.presets import cartpole_values
 
 
 def cartpole_dqfd(**changes) -> DQFDConfig:
@@ -21,10 +20,10 @@ def cartpole_dqfd(**changes) -> DQFDConfig:
   to about 10 after 12-15k online steps (a lower learning rate, a larger demonstration
   share or a slower target only delayed it); with 10-step returns all 4 stayed at 439-500
   over 20k steps (evaluated every 2.5k)."""
-  base = cartpole(hidden_layers=(128, 128), repeat_update=64)
-  values = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-  values.update(double_dqn=True, demo_memory_capacity=20_000, demo_sampling_ratio=0.25,
-                expert_margin=0.8, supervised_weight=1.0, demonstrations="cartpole_controller",
+  values = cartpole_values()
+  values.update(hidden_layers=(128, 128), repeat_update=64, double_dqn=True,
+                demo_memory_capacity=20_000, demo_sampling_ratio=0.25, expert_margin=0.8,
+                supervised_weight=1.0, demonstrations="cartpole_controller",
                 pretrain_steps=2_000, n_step=10, nstep_weight=1.0,
                 exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 0.1,
                                         "final_epsilon": 0.01, "timesteps": 8000}))

@@ -1,10 +1,13 @@
 """DQN, Double DQN, dueling and n-step DQN as a pure ``Model`` over a replay memory
-(``batchrl.memories``); TensorForce keys in ``batchrl.agents.dqn.keys``."""
-from batchrl.agents.dqn.config import DQNConfig
+(``batchrl.memories``); TensorForce keys in ``batchrl.agents.dqn.keys``. The Q-learning
+itself (config, networks, model functions, losses) is in ``batchrl.agents.replay``, shared
+with DQFD."""
 from batchrl.agents.dqn.keys import api_type
-from batchrl.agents.dqn.model import DQNState, import_observations, make_dqn
+from batchrl.agents.dqn.model import make_dqn
 from batchrl.agents.dqn.presets import cartpole
 from batchrl.agents.family import AgentFamily, replaces_state
+from batchrl.agents.replay.q_config import DQNConfig
+from batchrl.agents.replay.q_learning import DQNState, import_observations
 
 FAMILY = AgentFamily(
     "dqn", "Deep Q-networks (double, dueling, n-step, prioritized replay)",

@@ -1,44 +1,14 @@
-"""The ``dqn``, ``ddqn`` and ``dqn_nstep`` agent types of ``batchrl.Agent.create``.
-
-Keys: the replay keys (``batchrl.agents.replay.keys``: ``memory``, ``batch_size``,
-``update_frequency``, ``first_update``, ``repeat_update``, targets, loss, optimizer), plus
-``DQNConfig``'s own fields:
-
-================================================  ==============================================
-key                                               meaning
-================================================  ==============================================
-``double_dqn``                                    Double DQN targets (``ddqn`` forces True)
-``n_step``                                        n-step returns (``dqn_nstep``: default 3)
-``dueling``                                       a dueling head on the network (or end the
-                                                  network with a ``dueling`` layer)
-``actions_exploration``, ``explorations_spec``    the model's epsilon-greedy schedule (a
-                                                  ``batchrl.exploration`` spec; None = greedy)
-================================================  ==============================================
-
-Exploration: DQN explores inside its own ``act`` (epsilon 1.0 -> 0.1 over 10000 timesteps by
-default), so it explores the same way in every driver. The object API's ``exploration=``
-argument would act on top of it; give the schedule through ``actions_exploration`` instead.
-"""
+"""The ``dqn``, ``ddqn`` and ``dqn_nstep`` agent types of ``batchrl.Agent.create``; their keys
+(the replay keys plus ``DQNConfig``'s own) are read by ``batchrl.agents.replay.q_keys``, which
+DQFD shares."""
 from __future__ import annotations
 
 from batchrl.agents.core import Model
-from batchrl.agents.dqn.config import DQNConfig
 from batchrl.agents.dqn.model import make_dqn
-from batchrl.agents.dqn.networks import check_discrete
 from batchrl.agents.family import AgentType, BuildContext
-from batchrl.agents.replay.keys import replay_config, replay_keys
-from batchrl.configclass import ConfigError
-
-
-def dqn_config(kwargs: dict, context: BuildContext, agent: str = "dqn",
-               forced: dict | None = None, defaults: dict | None = None,
-               config_class: type = DQNConfig):
-  """The DQNConfig (or ``config_class``, DQFD's) of ``Agent.create(agent='dqn', **kwargs)``."""
-  try:
-    check_discrete(context.action_space)
-  except TypeError as e:
-    raise ConfigError(str(e)) from None
-  return replay_config(config_class, kwargs, context, agent, defaults, forced)
+from batchrl.agents.replay.keys import replay_keys
+from batchrl.agents.replay.q_config import DQNConfig
+from batchrl.agents.replay.q_keys import dqn_config
 
 
 def api_type(agent: str, description: str, forced: dict | None = None,

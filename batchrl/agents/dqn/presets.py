@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.dqn.config import DQNConfig
+from batchrl.agents.replay.presets import cartpole_values
+from batchrl.agents.replay.q_config import DQNConfig
 
 
 def cartpole(**changes) -> DQNConfig:
-  """CartPole-v1, after the rl-zoo DQN settings (lr 2.3e-3, batch 64, 256x256, epsilon to
-  0.04 over 16% of 50k steps, one target sync per update phase), with updates every
-  ``update_frequency`` stores of 128 gradient steps. See ``batchrl.configs.value_based``."""
-  values = dict(
-      hidden_layers=(256, 256), learning_rate=2.3e-3, batch_size=64, memory_capacity=100_000,
-      first_update=1000, update_frequency=32, repeat_update=128, target_update_frequency=256,
-      discount=0.99, clip_loss=1.0, max_grad_norm=10.0,
-      exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
-                              "final_epsilon": 0.04, "timesteps": 8000}))
+  """CartPole-v1: ``batchrl.agents.replay.presets.cartpole_values`` (after the rl-zoo DQN
+  settings; DQFD's preset starts from them too). See ``batchrl.configs.value_based``."""
+  values = cartpole_values()
   values.update(changes)
   return DQNConfig(**values)
 

@@ -4,7 +4,7 @@ from batchrl.agents.family import AgentFamily, AgentType, replaces_state
 from batchrl.agents.naf.config import NAFConfig
 from batchrl.agents.naf.keys import naf_config
 from batchrl.agents.naf.model import NAFState, greedy_actions, import_observations, make_naf
-from batchrl.agents.naf.networks import ActionMap, advantage, lower_triangular, precision
+from batchrl.agents.naf.networks import advantage, lower_triangular, precision
 from batchrl.agents.naf.presets import pendulum_naf
 from batchrl.agents.replay.keys import replay_keys
 
@@ -18,5 +18,5 @@ FAMILY = AgentFamily(
     config_class=NAFConfig, make=make_naf,
     host_methods={"import_observations": replaces_state(import_observations)})
 
-__all__ = ["ActionMap", "FAMILY", "NAFConfig", "NAFState", "advantage", "greedy_actions",
+__all__ = ["FAMILY", "NAFConfig", "NAFState", "advantage", "greedy_actions",
            "import_observations", "lower_triangular", "make_naf", "pendulum_naf", "precision"]

@@ -36,8 +36,8 @@ import optax
 
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
+from batchrl.agents.replay import losses
 from batchrl.agents.replay import updates as replay
-from batchrl.agents.dqn import losses
 from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
 from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
                                          make_networks)

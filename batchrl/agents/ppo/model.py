@@ -37,7 +37,7 @@ from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.configclass import ConfigError
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
-from batchrl.parts import PartRunner, Parts, largest_divisor
+from batchrl.parts import PartRunner, LaneSplit, largest_divisor
 from batchrl.specs import EnvSpec
 
 
@@ -399,7 +399,7 @@ def host_update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
                                                    _values_in_chunks(config, state))
   carry, steps = (state.params, state.opt_state), []
   shares = _gradient_shares(config, info, sequences)
-  with PartRunner(Parts.for_backend(shares.count)) as runner:
+  with PartRunner(LaneSplit.for_backend(shares.count)) as runner:
     for epoch_key in jax.random.split(epochs_key, config.update_epochs):
       batches = _host_epoch_batches(config, info, sequences, epoch_key)
       for i in range(jax.tree.leaves(batches)[0].shape[0]):
@@ -437,11 +437,11 @@ def _values_in_chunks(config: PPOConfig, state: PPOState):
                                     jax.tree.map(lambda x: x[cut[0]:cut[1]], obs))
     return jnp.concatenate(runner.map(call, cuts))
 
-  with PartRunner(Parts.for_backend(len(cuts))) as runner:
+  with PartRunner(LaneSplit.for_backend(len(cuts))) as runner:
     return values_of(state.buffer.obs, runner), values_of(state.buffer.next_obs, runner)
 
 
-def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) -> Parts:
+def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) -> LaneSplit:
   """The equal shares ``host_update`` differentiates each minibatch in, side by side on the
   usable cores (``host_update`` averages their gradients): shares of at most
   ``GRADIENT_SHARE_FRAMES`` frames (at least one sequence), a multiple of the cores that
@@ -450,11 +450,11 @@ def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) 
   num_sequences, length = jax.tree.leaves(sequences)[0].shape[:2]
   minibatch = num_sequences // _num_minibatches(config, info)
   if config.policy_objective != "clip":
-    return Parts(minibatch, 1)
-  threads = Parts.unpadded(minibatch).count
+    return LaneSplit(minibatch, 1)
+  threads = LaneSplit.unpadded(minibatch).count
   per_thread = minibatch // threads
   share = largest_divisor(per_thread, GRADIENT_SHARE_FRAMES // length)
-  return Parts(minibatch, minibatch // share)
+  return LaneSplit(minibatch, minibatch // share)
 
 
 def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState,

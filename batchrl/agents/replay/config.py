@@ -8,10 +8,10 @@ summed over environments (transitions stored), as TensorForce's timesteps did.
 """
 from __future__ import annotations
 
-import difflib
 import json
 
 from batchrl.configclass import ConfigError, configclass, param
+from batchrl.errors import did_you_mean
 from batchrl.exploration import ExplorationSpecError, build_exploration
 
 MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")
@@ -67,10 +67,8 @@ def check_network_fields(c, prefix: str) -> None:
 def check_replay(c: ReplayConfig, prefix: str) -> None:
   """The ``ReplayConfig`` fields; errors name them as ``<prefix>.<field>``."""
   if c.memory not in MEMORIES:
-    close = difflib.get_close_matches(c.memory, MEMORIES, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown {prefix}.memory {c.memory!r}.{hint} Valid: "
-                      f"{', '.join(MEMORIES)}.")
+    raise ConfigError(f"unknown {prefix}.memory {c.memory!r}{did_you_mean(c.memory, MEMORIES)}."
+                      f" Valid: {', '.join(MEMORIES)}.")
   for name in ("memory_capacity", "batch_size", "update_frequency", "repeat_update",
                "target_update_frequency"):
     if getattr(c, name) < 1:

@@ -1,15 +1,15 @@
-"""``TD3Config``: DDPG's fields plus TD3's three changes (Fujimoto et al. 2018): twin critics
-(always two), target policy smoothing (``target_noise``, ``target_noise_clip``) and delayed
-actor and target updates (``policy_delay``)."""
+"""``TD3Config``: DDPG's fields (``DeterministicActorConfig``) plus TD3's three changes
+(Fujimoto et al. 2018): twin critics (always two), target policy smoothing (``target_noise``,
+``target_noise_clip``) and delayed actor and target updates (``policy_delay``)."""
 from __future__ import annotations
 
-from batchrl.agents.actor_critic.config import check_actor_critic, parse_exploration
-from batchrl.agents.ddpg.config import DDPGConfig
+from batchrl.agents.actor_critic.config import (DeterministicActorConfig, check_actor_critic,
+                                                parse_exploration)
 from batchrl.configclass import ConfigError, configclass, param
 
 
 @configclass
-class TD3Config(DDPGConfig):
+class TD3Config(DeterministicActorConfig):
   """Hyper-parameters of ``make_td3``."""
 
   target_noise: float = param(0.2, "Std of the Gaussian noise added to the target actor's "

@@ -5,9 +5,9 @@ on the target action (smoothing), and the actor and targets moved on every
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.config import parse_exploration
+from batchrl.agents.actor_critic.losses import deterministic_actor_loss
 from batchrl.agents.actor_critic.model import Algorithm, make_actor_critic
 from batchrl.agents.core import Model
-from batchrl.agents.ddpg.losses import deterministic_actor_loss
 from batchrl.agents.td3.config import TD3Config
 from batchrl.agents.td3.losses import td3_next_value
 

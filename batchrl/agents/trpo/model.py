@@ -20,7 +20,8 @@ from jax.flatten_util import ravel_pytree
 
 from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
-from batchrl.agents.policy_gradient.model import Batch, PGNetworks, PGState
+from batchrl.agents.policy_gradient.model import Batch, PGState
+from batchrl.agents.policy_gradient.networks import PGNetworks, make_networks
 from batchrl.agents.trpo import optim
 from batchrl.agents.trpo.config import TRPOConfig
 from batchrl.specs import EnvSpec
@@ -81,7 +82,7 @@ def policy_step(config: TRPOConfig, nets: PGNetworks, policy_params, batch: Batc
 
 def update(config: TRPOConfig, state: PGState) -> tuple[PGState, dict]:
   """One trust-region step on the stored batch, then the baseline; the rollout empties."""
-  nets = pg_model.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   batch = pg_model.prepare(config, nets, state)
   params = dict(state.params)
   params["policy"], metrics = policy_step(config, nets, params["policy"], batch)

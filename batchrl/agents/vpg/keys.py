@@ -42,12 +42,11 @@ Besides these, every ``VPGConfig`` field but ``network``/``policy_layers`` (the 
 """
 from __future__ import annotations
 
-import difflib
-
 from batchrl.agents.family import IGNORED_KEYS, BuildContext, adam_learning_rate, check_keys
 from batchrl.agents.policy_gradient import keys as pg_keys
 from batchrl.agents.vpg.config import VPGConfig
 from batchrl.configclass import ConfigError
+from batchrl.errors import did_you_mean
 
 # Object-API defaults (VPGConfig's own stay for named configs).
 VPG_DEFAULTS = dict(pg_keys.API_DEFAULTS, learning_rate=1e-3)
@@ -102,9 +101,8 @@ def _update_key(kwargs: dict, values: dict, update) -> None:
     raise ConfigError(f"unknown update keys {unknown}; valid: unit, batch_size.")
   unit = update.get("unit", "timesteps")
   if unit not in UPDATE_UNITS:
-    close = difflib.get_close_matches(str(unit), UPDATE_UNITS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"update unit must be one of {UPDATE_UNITS}, got {unit!r}.{hint}")
+    raise ConfigError(f"update unit must be one of {UPDATE_UNITS}, got "
+                      f"{unit!r}{did_you_mean(unit, UPDATE_UNITS)}.")
   if "batch_size" not in update:
     raise ConfigError(f"update needs batch_size ({unit} per update), e.g. "
                       f"{{'unit': {unit!r}, 'batch_size': 8}}.")

@@ -27,7 +27,8 @@ import optax
 
 from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
-from batchrl.agents.policy_gradient.model import Batch, PGNetworks, PGState
+from batchrl.agents.policy_gradient.model import Batch, PGState
+from batchrl.agents.policy_gradient.networks import PGNetworks, make_networks
 from batchrl.agents.vpg import losses
 from batchrl.agents.vpg.config import VPGConfig
 from batchrl.specs import EnvSpec
@@ -72,7 +73,7 @@ def policy_gradient(config: VPGConfig, nets: PGNetworks, policy_params, batch: B
 def update(config: VPGConfig, state: PGState) -> tuple[PGState, dict]:
   """One policy step on the stored batch, then the baseline's steps; the rollout empties
   (with ``batch_unit='episodes'``: see ``update_on_episodes``)."""
-  nets = pg_model.make_networks(config, state.info)
+  nets = make_networks(config, state.info)
   if pg_model.counts_episodes(config):
     return update_on_episodes(config, nets, state)
   batch = pg_model.prepare(config, nets, state)

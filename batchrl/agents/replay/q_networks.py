@@ -1,4 +1,5 @@
-"""Q-networks: observations -> Q-values per action component, for both space layouts.
+"""Q-networks: observations -> Q-values per action component, for both space layouts (DQN's
+and DQFD's networks).
 
 Shapes: ``B`` rows, ``D`` flattened observation size; an action component of shape ``S``
 with ``K`` values has Q-values ``[B, *S, K]``. Q-values are always a dict keyed by component
@@ -16,6 +17,7 @@ and a dict of int/bool actions alike. Bool actions count as ints with ``K = 2``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from typing import Any, Callable
@@ -26,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.agents import spaces
-from batchrl.agents.dqn.config import DQNConfig
+from batchrl.agents.replay.q_config import DQNConfig
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.networks.heads import SINGLE_ACTION_NAME, ActionSpec, action_specs_from_space
 from batchrl.networks.layers import Dueling
@@ -203,16 +205,19 @@ def _make_spec_networks(config: DQNConfig, info: SpaceInfo, comps) -> QNetworks:
     net_obs, _ = spaces.split_masks(info, obs)
     return module.apply({"params": params}, net_obs)
 
-  def masks(obs):
-    _, given = spaces.split_masks(info, obs)
-    if given is not None and not isinstance(given, dict):
-      given = {SINGLE_ACTION_NAME: given}
-    given = given or {}
-    lead = jax.tree.leaves(obs)[0].shape[:1]
-    return {c.name: (jnp.asarray(given[c.name], jnp.bool_) if c.name in given else
-                     jnp.ones(lead + c.shape + (c.num_values,), jnp.bool_)) for c in comps}
+  return QNetworks(init, q_values, functools.partial(action_masks, info, comps), comps)
 
-  return QNetworks(init, q_values, masks, comps)
+
+def action_masks(info: SpaceInfo, comps: tuple[Component, ...], obs) -> dict:
+  """Per component, ``[B, *shape, num_values]`` bools: the masks a (tree) state carries,
+  all True for components without one."""
+  _, given = spaces.split_masks(info, obs)
+  if given is not None and not isinstance(given, dict):
+    given = {SINGLE_ACTION_NAME: given}
+  given = given or {}
+  lead = jax.tree.leaves(obs)[0].shape[:1]
+  return {c.name: (jnp.asarray(given[c.name], jnp.bool_) if c.name in given else
+                   jnp.ones(lead + c.shape + (c.num_values,), jnp.bool_)) for c in comps}
 
 
 # ------------------------------------------------------------------------- actions

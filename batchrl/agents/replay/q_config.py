@@ -1,5 +1,6 @@
 """``DQNConfig``: the replay fields (``batchrl.agents.replay.config.ReplayConfig``) plus DQN's
-network, targets (double, n-step, dueling) and epsilon-greedy exploration.
+network, targets (double, n-step, dueling) and epsilon-greedy exploration. DQN's config and
+DQFD's base (``DQFDConfig`` extends it), so it lives with the replay agents' shared parts.
 
 Defaults are TensorForce 0.3's (``reference/tensorforce.md``: Adam 1e-3, discount 0.99, batch
 32, a replay memory of 1e5, an update every 4 steps from step 10000 on, a hard target sync

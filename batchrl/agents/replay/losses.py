@@ -1,5 +1,7 @@
-"""DQN's pure pieces: n-step returns over windows, (double) Q-learning targets, Huber loss,
-target-network updates. Shapes: ``K`` samples, ``L`` window steps, ``A`` Q-values."""
+"""The replay agents' pure TD pieces: the Huber / squared TD loss (DQN, DQFD, NAF and the
+actor-critic agents), and Q-learning's greedy choice, (double) targets and n-step returns over
+windows (DQN, DQFD). Here, not in one agent's folder, so a change to one agent's losses
+cannot change another's. Shapes: ``K`` samples, ``L`` window steps, ``A`` Q-values."""
 from __future__ import annotations
 
 import jax

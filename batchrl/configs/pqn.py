@@ -1,0 +1,105 @@
+"""PQN's named experiments (``batchrl train``); the config class is
+``batchrl.agents.pqn.config.PQNConfig``, the values ``batchrl.agents.pqn.presets``.
+
+==========================  =========  =====================================================
+name                        backend    what
+==========================  =========  =====================================================
+``pqn_cartpole_fused``      gymnax     CartPole-v1, 32 envs: purejaxql's CartPole values
+                                       (rollouts of 64 steps, 4 epochs of 16 minibatches,
+                                       two 256-unit LayerNorm layers, RAdam annealed,
+                                       lambda 0.95, rewards x 0.1) for 98k steps (48
+                                       updates) instead of its 500k, with a learning rate
+                                       of 5e-4 instead of 1e-4 to learn within them
+``pqn_minatar_breakout``    gymnax     MinAtar Breakout (``Breakout-MinAtar``; any MinAtar
+                                       game with ``--set env=Asterix-MinAtar``), 128 envs:
+                                       purejaxql's MinAtar values and CNN for 492k steps
+                                       (120 updates) instead of its 10M
+``pqn_atari``               envpool    Atari (Breakout; ``--set env=...``) with EnvPool's
+                                       C++ Atari wrappers, 128 envs: the paper's Atari
+                                       values (``PQNConfig``'s defaults) on the Nature CNN
+                                       with LayerNorm, 50M steps (200M frames), for a GPU
+==========================  =========  =====================================================
+
+The reference values are purejaxql's (commit 47af6d7, ``purejaxql/config/alg/pqn_*.yaml``);
+every schedule (epsilon, learning rate) is a fraction of the run's updates, so ``--set
+steps=N`` keeps their shape.
+
+Measured on the shared 2-core CPU, busy with other work (load average 5-7), 2026-11-28
+(greedy evaluation: the mean of the first episode of each env; seeds are
+``jax.random.split`` of keys 0, 1 and 2, five each, fused runs vmapped, evaluated every 4
+updates):
+
+* CartPole, 48 updates (98k steps): learning rate 5e-4, 15 of 15 seeds reach 500 (first
+  >= 475 at 8k-90k steps), 14 of 15 end >= 475 (one at 436). purejaxql's 1e-4: 5 of 5
+  reach 475 (at 33k-90k) but end at 385-500; 2.5e-4: 5 of 5, all ending at 500 (both at
+  100k steps, key 1). With 32 updates (65k steps) and 5e-4, 13 of 15 reach 475. Cheaper
+  updates learned less reliably: 2 epochs instead of 4, 2 of 5 seeds within 100k; 128x128
+  or 64x64 layers, or 4 minibatches, 1 to 3 of 3 seeds within 150k-200k, later.
+* ``benchmarks/pqn.py`` (whole processes as typed, seed 0, the machine nearly idle, load
+  average 1.3): ``pqn_cartpole_fused`` 13.5 s, >= 475 from 49k steps (9.9 s after the
+  start), 500 at the end; ``dqn_cartpole_fused`` 15.1 s, >= 475 at 66k (11.8 s), 141 at
+  the end: 0.90x. Start-up and compiling are most of both (PQN: imports 1.2 s, compiling
+  about 5.5 s; its 48 updates about 5 s), so PQN cannot take half of DQN's time.
+* ``pqn_minatar_breakout`` (seed 0; a random policy scores about 0.5-1): 3.0 at 49k steps,
+  5.5 at 98k, 6.0 at 197k, 10.3 at 246k, 15.2 at 393k, 17.8 at 492k; whole process 72.4 s
+  (load falling from 5 to 2) against 86.3 s for ``dqn_minatar_breakout``'s 100k steps (8.6
+  at best, at 80k). PQN passed DQN's best 39.8 s after its start, DQN 69.6 s: 0.57x.
+  The convolution runs as image patches times its kernel on the CPU
+  (``batchrl.agents.pqn.networks.Conv``): with XLA's convolution an update took twice as
+  long (1.9 s against 0.9 s at load 5).
+"""
+from __future__ import annotations
+
+import json
+
+from batchrl.agents.pqn import presets
+from batchrl.configs.atari import ATARI_PREPROCESSING, DEFAULT_GAME, NATURE_CNN
+from batchrl.configs.run import Experiment, RunConfig
+
+CARTPOLE_ENVS, CARTPOLE_STEPS = 32, 48 * 64 * 32  # 98,304: 12 reports of 4 updates
+MINATAR_ENVS, MINATAR_STEPS = 128, 120 * 32 * 128  # 491,520: 10 reports of 12 updates
+ATARI_ENVS, ATARI_STEPS = 128, 50_000_000
+
+
+def _experiment(name: str, run: RunConfig, config) -> Experiment:
+  return Experiment(name, run, config, agent="pqn")
+
+
+def pqn_cartpole_fused() -> Experiment:
+  """gymnax CartPole-v1 with purejaxql's CartPole values but the learning rate, 98k steps
+  (module docstring)."""
+  every = 4 * 64 * CARTPOLE_ENVS  # evaluations every 4 updates
+  return _experiment("pqn_cartpole_fused", RunConfig(
+      env="CartPole-v1", backend="gymnax", num_envs=CARTPOLE_ENVS, num_workers=0,
+      steps=CARTPOLE_STEPS, report_every=every, eval_every=every,
+      checkpoint_every=CARTPOLE_STEPS), presets.cartpole(learning_rate=5e-4))
+
+
+def pqn_minatar_breakout() -> Experiment:
+  """gymnax MinAtar Breakout with purejaxql's MinAtar values (module docstring)."""
+  every = 12 * 32 * MINATAR_ENVS  # evaluations every 12 updates (49,152 steps)
+  return _experiment("pqn_minatar_breakout", RunConfig(
+      env="Breakout-MinAtar", backend="gymnax", num_envs=MINATAR_ENVS, num_workers=0,
+      steps=MINATAR_STEPS, report_every=every, eval_every=every,
+      checkpoint_every=MINATAR_STEPS), presets.minatar())
+
+
+def pqn_atari() -> Experiment:
+  """The paper's Atari values on EnvPool (module docstring)."""
+  return _experiment("pqn_atari", RunConfig(
+      env=DEFAULT_GAME, backend="envpool", atari=True,
+      preprocessing=json.dumps(ATARI_PREPROCESSING), num_envs=ATARI_ENVS, num_workers=0,
+      max_length=None, normalize_ranges=False, steps=ATARI_STEPS, report_every=500_000,
+      eval_every=5_000_000, eval_steps=10_000, checkpoint_every=5_000_000),
+      presets.atari(NATURE_CNN))
+
+
+NAMED = {
+    "pqn_cartpole_fused": (pqn_cartpole_fused, "CartPole-v1 in gymnax, PQN with purejaxql's "
+                           "CartPole values as one compiled program (98k steps)"),
+    "pqn_minatar_breakout": (pqn_minatar_breakout, "MinAtar Breakout in gymnax (any MinAtar "
+                             "game with --set env=), PQN with purejaxql's MinAtar values"),
+    "pqn_atari": (pqn_atari, "Atari (Breakout; --set env=...) on EnvPool, PQN with the "
+                  "paper's values and the Nature CNN, 128 envs (50M steps; for a GPU; "
+                  "batchrl[envpool])"),
+}
