@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import spaces
-from batchrl.agents.replay.q_networks import Component, action_masks, components
+from batchrl.agents.replay.q_networks import (Component, action_masks, components,
+                                              split_components)
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.configclass import ConfigError
 from batchrl.networks.layers import ACTIVATIONS
@@ -141,7 +142,7 @@ def make_networks(layers: tuple, layer_norm: bool, info: SpaceInfo) -> QNetworks
     return module.init(key, inputs(spaces.zero_obs(info, (1,))))["params"]
 
   def q_values(params, x):
-    return _split(module.apply({"params": params}, x), comps)
+    return split_components(module.apply({"params": params}, x), comps)
 
   return QNetworks(init, q_values, inputs, functools.partial(action_masks, info, comps),
                    comps)
@@ -179,12 +180,3 @@ def _vector(space: gym.Space, x) -> jax.Array:
     return jax.nn.one_hot(x.reshape(n, -1) - jnp.asarray(space.start).reshape(-1),
                           depth).reshape(n, -1)
   return jnp.asarray(x, jnp.float32).reshape(n, -1)
-
-
-def _split(outputs: jax.Array, comps: tuple[Component, ...]) -> dict:
-  lead = outputs.shape[:-1]
-  out, offset = {}, 0
-  for c in comps:
-    out[c.name] = outputs[..., offset:offset + c.size].reshape(lead + c.shape + (c.num_values,))
-    offset += c.size
-  return out

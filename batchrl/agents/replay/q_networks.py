@@ -113,11 +113,11 @@ class SpecQ(nn.Module):
     _, features = self.torso((), inputs)
     total = sum(c.size for c in self.components)
     if self.head == "spec":
-      return _split(features, self.components)
+      return split_components(features, self.components)
     if self.head == "linear":
-      return _split(nn.Dense(total, name="q")(features), self.components)
+      return split_components(nn.Dense(total, name="q")(features), self.components)
     value = nn.Dense(1, name="value")(features)
-    advantages = _split(nn.Dense(total, name="advantage")(features), self.components)
+    advantages = split_components(nn.Dense(total, name="advantage")(features), self.components)
     return {name: _expand_value(value, a) + a - a.mean(axis=-1, keepdims=True)
             for name, a in advantages.items()}
 
@@ -144,7 +144,9 @@ class QNetworks:
   components: tuple[Component, ...]
 
 
-def _split(outputs: jax.Array, comps: tuple[Component, ...]) -> dict:
+def split_components(outputs: jax.Array, comps: tuple[Component, ...]) -> dict:
+  """A network's ``[..., sum of sizes * num_values]`` outputs as ``{name: [..., *shape,
+  num_values]}`` per action component."""
   lead = outputs.shape[:-1]
   out, offset = {}, 0
   for c in comps:
