@@ -33,18 +33,28 @@ vector state, ``act`` and ``observe`` keep their bookkeeping in scalar reads and
 Creating the first agent also turns JAX's CPU async dispatch off
 (``batchrl.agents.dispatch``): an act computes for microseconds, less than handing it to
 another thread costs. Set ``BATCHRL_ASYNC_DISPATCH=1`` to keep JAX's default.
+
+Creating an agent compiles nothing: its initial state is traced (so a spec the model
+cannot build fails there) and made at first use, when the act programs compile too; they go
+into JAX's persistent compilation cache as ``batchrl train``'s do
+(``dispatch.prefer_compilation_cache``). Rewards and terminals may be Python or numpy
+scalars or 0-d arrays (Gymnasium's ``np.float64`` rewards): one stream's scalar path takes
+them all and stores what the general path would.
 """
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from batchrl import checkpoint
 from batchrl.agents import agent_spec
 from batchrl.agents.core import Model
-from batchrl.agents.dispatch import prefer_inline_dispatch
+from batchrl.agents.dispatch import prefer_compilation_cache, prefer_inline_dispatch
 from batchrl.agents.errors import AgentUsageError, StateError, StreamAheadError
 from batchrl.agents.families import FAMILIES, family_of_type
 from batchrl.agents.fast_path import DeferredCommits, fast_plan
@@ -90,6 +100,20 @@ class Agent:
       parallel_interactions: number of streams one agent acts for.
       **agent_kwargs: the agent's own keys (each agent's ``keys.py``, e.g.
         ``batchrl.agents.ppo.keys``).
+
+    Networks: ``network='auto'`` builds, for each state, a dense(64, tanh) branch (a
+    convolution stack for images), then two dense(64) layers (``batchrl.networks.layered``);
+    each agent puts its own layers on top: a linear head per output (PPO, VPG, TRPO, DQN,
+    the SAC/TD3/DDPG actors), and for the DDPG, TD3 and SAC critics two dense(256) layers on
+    [features, action] (``critic_layers``). ``agent.summary()`` lists what was built, with
+    parameter counts. ``batchrl train``'s named configs choose their own sizes (e.g.
+    ``sac_pendulum``: 2x64 MLPs), so an agent with these defaults is not that run: give
+    ``network=`` and the agent's keys to match one.
+
+    Compilation: creating an agent traces its initial state; that program and the act
+    programs compile at first use (seconds for SAC or TD3 on a CPU). Compiled programs are
+    kept in JAX's persistent compilation cache for the next process, as ``batchrl train``
+    keeps them (``batchrl.agents.dispatch.prefer_compilation_cache``).
     """
     with agent_spec.naming_spec_files(agent, network):
       name, kwargs = agent_spec.resolve_agent(agent, agent_kwargs)
@@ -114,17 +138,31 @@ class Agent:
   def __init__(self, spec: dict):
     """Use ``Agent.create`` or ``Agent.load``; ``spec`` is what ``agent.spec`` returns."""
     prefer_inline_dispatch()  # before anything below starts JAX's backend
+    prefer_compilation_cache()
     self.spec = spec
     self._rt = build_runtime(spec)  # shared with agents of this spec but for the seed
     self._seed = int(spec["seed"])
-    self._device = self._rt.init_state(self._seed)  # read through _state: syncs the fast path
+    # the state's program is traced now (a spec the model cannot build raises here) and
+    # compiled at first use (``_device``): compiling it is most of a creation's time
+    jax.eval_shape(self._rt.init_state, self._seed)
     n = self.parallel_interactions
     self._streams = Streams(n, spec["max_episode_timesteps"], self._rt.parts.model.period)
     self._fast = None  # DeferredCommits once an act of all streams found the agent fit
     self._fast_refusal: str | None = None  # why the agent cannot take the fast path
     self._independent_acts = 0  # each independent act gets its own key
-    self._learned = _learning_updates(self._rt.parts.model, self._device.model)
     self._one = one_stream_shape(self._rt.adapters.raw_space) if n == 1 else None
+
+  @functools.cached_property
+  def _device(self):
+    """The whole device state (``interaction.AgentState``), made at its first read and
+    assigned after each call that changes it; read it through ``_state``, which first
+    stores what the fast path holds."""
+    return self._rt.init_state(self._seed)
+
+  @functools.cached_property
+  def _learned(self) -> int | None:
+    """``_learning_updates`` of the state as the last act left it (``_update_learned``)."""
+    return _learning_updates(self._rt.parts.model, self._device.model)
 
   # ------------------------------------------------------------------------ properties
 
@@ -155,7 +193,7 @@ class Agent:
     every update learns (PPO's ``batch_size``); None where the first learning update waits
     for something else (a replay agent's ``first_update``, whole episodes)."""
     period = self._streams.period
-    if period is None or self._learned is not None:
+    if period is None or self._rt.parts.model.learned_updates is not None:
       return None
     return period * self._streams.n
 
@@ -169,6 +207,19 @@ class Agent:
   def _sync(self) -> None:
     if self._fast is not None:
       self._device = self._fast.sync(self._device)
+
+  def summary(self) -> str:
+    """What the agent is, in a few lines: its type, states, actions and streams, then each
+    network with its parameter count and weight shapes (what ``network='auto'`` and the
+    agent's defaults built: see ``Agent.create``). Needs no compilation."""
+    shapes = jax.eval_shape(self._rt.init_state, self._seed)  # its trace is cached
+    spec = self.spec
+    streams = self.parallel_interactions
+    head = (f"{spec['type']} agent: states {_spec_text(spec['states'])}, actions "
+            f"{_spec_text(spec['actions'])}, {streams} stream{'s' if streams > 1 else ''}, "
+            f"network={json.dumps(spec['network'])}, seed {spec['seed']}")
+    nets = agent_spec.describe_networks(getattr(shapes.model, "params", ()))
+    return "\n".join([head, *(f"  {line}" for line in nets)])
 
   def __repr__(self) -> str:
     return (f"Agent(type={self.spec['type']!r}, parallel_interactions="
@@ -199,7 +250,8 @@ class Agent:
       raise AgentUsageError("internals= is only for independent=True acting; the training "
                             "streams keep their own.")
     streams = self._streams
-    idx, rows, held = streams.begin_act(parallel, k, batched)
+    idx, rows, held = streams.begin_act(parallel, k, batched,
+                                        obs.shape if type(obs) is np.ndarray else None)
     every = isinstance(rows, slice) and k == streams.n  # all streams, in order
     commit, slots, flush = streams.plan_commit(idx, held, every, self._rt)
     update = streams.plan_update(commit)
@@ -266,9 +318,8 @@ class Agent:
     """Records the reward of the last ``act`` of each stream; returns whether an update ran
     during this step (in its ``act``)."""
     streams = self._streams
-    if (streams.n == 1 and parallel is None and next_states is None
-        and (type(reward) is float or type(reward) is int)
-        and (type(terminal) is bool or type(terminal) is int)):
+    if streams.n == 1 and parallel is None and next_states is None:
+      # one number and one terminal (Python, numpy or 0-d): scalar bookkeeping
       updated = streams.observe_one(reward, terminal)
       if updated is not None:
         return updated
@@ -403,6 +454,18 @@ class Agent:
     runtime, shared by agents of the same spec but for the seed: they go once no agent
     holds it and it has left ``batchrl.agents.runtime``'s small cache of recent runtimes."""
     self._sync()
+
+
+def _spec_text(spec: dict) -> str:
+  """A state or action spec in short (``float (3,)``, ``int (2 values)``), or several by
+  name."""
+  if "type" not in spec:
+    return "{" + ", ".join(f"{name}: {_spec_text(s)}" for name, s in spec.items()) + "}"
+  text, shape = spec["type"], tuple(spec.get("shape", ()))
+  if shape:
+    text += f" {shape}"
+  values = spec.get("num_values", spec.get("num_actions"))
+  return text + (f" ({values} values)" if values is not None else "")
 
 
 def _learning_updates(model: Model, state) -> int | None:

@@ -217,6 +217,25 @@ def leaf_names(tree) -> set[str]:
   return {_path_str(path) for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
+def stacked_size(directory, template) -> int | None:
+  """``K`` when the checkpoints in ``directory`` hold ``K`` states like ``template`` stacked
+  on a new leading axis (every stored leaf ``[K, *shape]``, as ``vmap`` over K runs makes
+  them; leaves the checkpoint does not hold are not compared), else None. Read from the
+  newest manifest that parses (no file is verified here: ``restore`` does that)."""
+  expected = {_path_str(path): _expected(leaf)[0]
+              for path, leaf in jax.tree_util.tree_flatten_with_path(template)[0]}
+  for ckpt in reversed(list_checkpoints(directory)):
+    try:
+      leaves = _read_manifest(ckpt.path, ckpt.step)["leaves"]
+      stored = {name: tuple(leaves[name]["shape"]) for name in expected if name in leaves}
+    except (_Unusable, KeyError, TypeError):
+      continue
+    sizes = {shape[0] if len(shape) == len(expected[name]) + 1
+             and shape[1:] == expected[name] else None for name, shape in stored.items()}
+    return sizes.pop() if len(sizes) == 1 else None
+  return None
+
+
 def _unflatten(template, arrays: dict, manifest: dict, where: Path,
                unused: frozenset = frozenset()):
   """Rebuild ``template``'s structure from stored arrays, or name every mismatching leaf

@@ -2,12 +2,11 @@
 and ``tune``.
 
     batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
-                  [--set key=value ...] [--ray [--address ADDR] [--runners N]
+                  [--set key=value ...] [--track] [--ray [--address ADDR] [--runners N]
                   [--envs-per-runner M] [--max-restarts R] [--runner-timeout S]]
-    batchrl visualize --logdir runs/<T>-pendulum --outdir videos [--num-episodes N]
-                      [--checkpoint PATH] [--allow-untrained]
-    batchrl export --logdir runs/<T>-pendulum --out policy.onnx [--checkpoint STEP]
-                   [--format onnx|jax]
+    batchrl visualize RUN --outdir videos [--num-episodes N] [--checkpoint PATH]
+                      [--allow-untrained]
+    batchrl export RUN --out policy.onnx [--checkpoint STEP] [--format onnx|jax]
     batchrl configs [NAME]
     batchrl tune --config NAME --logdir runs --trials N --search KEY=EXPR [--search ...]
                  [--set key=value ...] [--timestamp T] [--metric mean_score]
@@ -16,10 +15,15 @@ and ``tune``.
                  [--seeds-per-trial K] [--batch-trials auto|B] [--parallel P]
                  [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
                  [--no-tensorboard]
-    batchrl plot RUN_OR_LOGDIR... [--x steps|time] [--metric mean_score] [--out plot.png]
+    batchrl plot RUN... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
                 [--load DIR] [--deterministic] [--log-every N] [--no-progress]
+
+--logdir is always the directory that holds runs: train writes each run into
+LOGDIR/<T>-<config>, tune its search into LOGDIR/<T>-<config>-tune. RUN is one run directory,
+LOGDIR/<T>-<config>: visualize, export and plot take it as an argument or as --run RUN (plot
+takes several; a directory of runs stands for every run in it).
 """
 from __future__ import annotations
 
@@ -36,8 +40,13 @@ from batchrl.errors import UserInputError
 log = logging.getLogger("batchrl")
 
 
+RUN_HELP = "a run directory written by batchrl train (LOGDIR/<T>-<config>)"
+
+
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0],
+                                   epilog=__doc__.rsplit("\n\n", 1)[1],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = parser.add_subparsers(dest="command", required=True)
 
   train = sub.add_parser("train", help="train a named config (resumes an existing run)")
@@ -52,10 +61,14 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="KEY=VALUE", help="override a config field (repeatable)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")
   train.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
+  train.add_argument("--track", action="store_true", help="also log the config and metrics "
+                     "to Weights & Biases (pip install \"batchrl[track]\"; WANDB_MODE=offline "
+                     "keeps the run on disk for `wandb sync`); as --set run.track=true, but not "
+                     "part of the run's config, so a resumed run may add it")
   _add_ray_arguments(train)
 
   vis = sub.add_parser("visualize", help="record videos of a trained run's policy")
-  vis.add_argument("--logdir", required=True, help="the run directory (<T>-<config>)")
+  _add_run_arguments(vis)
   vis.add_argument("--outdir", required=True, help="where videos and stats are written")
   vis.add_argument("--num-episodes", type=int, default=1)
   vis.add_argument("--checkpoint", help="a checkpoint directory (default: the latest good)")
@@ -65,9 +78,12 @@ def _parser() -> argparse.ArgumentParser:
 
   export = sub.add_parser("export", help="write a run's policy as a file that runs without "
                           "batchrl (ONNX, or jax.export StableHLO)")
-  export.add_argument("--logdir", required=True, help="the run directory (<T>-<config>)")
+  _add_run_arguments(export)
   export.add_argument("--checkpoint", type=int, metavar="STEP",
                       help="the checkpoint's step (default: the latest good one)")
+  export.add_argument("--seed-index", type=int, metavar="I",
+                      help="a run trained with --seeds K holds K agents: export the one at "
+                      "index I, 0 to K-1 (default: 0)")
   export.add_argument("--out", required=True, help="file to write, e.g. policy.onnx")
   export.add_argument("--format", default="onnx", help="onnx (default; needs "
                       "pip install \"batchrl[export]\") or jax")
@@ -77,14 +93,58 @@ def _parser() -> argparse.ArgumentParser:
   _add_run_parser(sub)
   _add_tune_parser(sub)
   plot = sub.add_parser("plot", help="learning curves of runs (eval and train) into an image")
-  plot.add_argument("paths", nargs="+", metavar="RUN_OR_LOGDIR")
+  _add_run_arguments(plot, several=True)
   plot.add_argument("--x", choices=("steps", "time"), default="steps",
-                    help="x axis: environment steps or wall time (default steps)")
+                    help="x axis: environment steps, or minutes since the run started "
+                    "(start-up and compiling included; default steps)")
   plot.add_argument("--metric", default="mean_score", help="metric to plot (default "
                     "mean_score)")
   plot.add_argument("--out", default="plot.png", help="image file to write (default "
                     "plot.png)")
   return parser
+
+
+def _add_run_arguments(command, several: bool = False) -> None:
+  """The run a command reads: ``RUN`` or ``--run RUN`` (``several``: one or more of either;
+  a directory of runs stands for its runs). ``--logdir RUN``, the old spelling of a single
+  run, still works (``_take_run`` warns)."""
+  if several:
+    command.add_argument("runs", nargs="*", metavar="RUN", help=f"{RUN_HELP}, or a "
+                         "directory of runs (every run in it)")
+    command.add_argument("--run", dest="run_options", action="append", metavar="RUN",
+                         help="the same as RUN (repeatable)")
+  else:
+    command.add_argument("run", nargs="?", metavar="RUN", help=RUN_HELP)
+    command.add_argument("--run", dest="run_option", metavar="RUN", help="the same as RUN")
+    command.add_argument("--logdir", dest="old_logdir", help=argparse.SUPPRESS)
+  command.set_defaults(command_parser=command)
+
+
+def _take_run(args) -> None:
+  """Puts the run(s) given as ``RUN``, ``--run RUN`` or the old ``--logdir RUN`` into
+  ``args.run`` (``args.runs`` for plot); giving none, or more than one spelling, is a usage
+  error. The old spelling gets one warning on stderr."""
+  parser = args.command_parser
+  if args.command == "plot":
+    if args.runs and args.run_options:
+      parser.error("give the runs either as RUN... or as --run RUN, not both")
+    args.runs = args.runs or args.run_options
+    if not args.runs:
+      parser.error("give one or more runs: RUN... or --run RUN (a run directory, "
+                   "LOGDIR/<T>-<config>, or a directory of runs)")
+    return
+  given = [(how, value) for how, value in (("RUN", args.run), ("--run", args.run_option),
+                                           ("--logdir", args.old_logdir)) if value is not None]
+  if not given:
+    parser.error("give the run directory (LOGDIR/<T>-<config>) as RUN or --run RUN")
+  if len(given) > 1:
+    parser.error("give the run directory once, as RUN or --run RUN; got "
+                 f"{' and '.join(f'{how} {value!r}' for how, value in given)}")
+  (how, args.run), = given
+  if how == "--logdir":
+    print(f"batchrl {args.command}: warning: --logdir RUN is the old spelling here; give the "
+          f"run directory as RUN or --run RUN (--logdir is where train and tune put runs)",
+          file=sys.stderr)
 
 
 def _add_ray_arguments(train) -> None:
@@ -140,6 +200,8 @@ def _add_run_parser(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
   args = _parser().parse_args(argv)
+  if args.command in ("visualize", "export", "plot"):
+    _take_run(args)
   from batchrl.logging import setup_console_logging
   setup_console_logging()
   from batchrl.checkpoint import CheckpointError
@@ -177,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args) -> int:
   from batchrl import compilation_cache, configs
-  from batchrl.train import build, interrupt, local, loop, rundir
+  from batchrl.train import build, interrupt, local, loop, rundir, track
 
   compilation_cache.enable_from_environment()
   exp = configs.load(args.config)
@@ -185,6 +247,8 @@ def _train(args) -> int:
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   overrides += ray.overrides() if ray else []
   exp = configs.apply_overrides(exp, overrides)
+  if args.track or exp.run.track:  # the optional extra, before anything runs
+    track.require_wandb()
   local.check_seeds(exp, args.seeds)
   if ray:  # before a run directory exists; a resumed run splits its saved num_envs
     from batchrl import distributed
@@ -194,7 +258,8 @@ def _train(args) -> int:
   resume = _resume_command(args, timestamp=run_dir.name[:-len(exp.name) - 1])
   existed = run_dir.exists()
   exp, resumed = rundir.prepare_run(run_dir, exp, overrides if args.timestamp else [])
-  ctrl_c = interrupt.CtrlC("Ctrl-C: finishing the current update, then saving a checkpoint "
+  ctrl_c = interrupt.CtrlC("Ctrl-C: stopping after the update under way (in a fused run, "
+                           "the updates of about half a second), then saving a checkpoint "
                            "(Ctrl-C again stops at once).",
                            kept=lambda: _kept(run_dir, resume, at_once=True))
   try:
@@ -203,7 +268,7 @@ def _train(args) -> int:
       with _trainer(exp, run_dir, args.seeds, ray) as trainer:
         result = loop.run(trainer, progress=not args.no_progress and sys.stderr.isatty(),
                           use_tensorboard=not args.no_tensorboard,
-                          stop=lambda: ctrl_c.requested)
+                          stop=lambda: ctrl_c.requested, track=args.track or None)
         stopped = trainer.iteration < trainer.plan["total"]
   except UserInputError:
     if not existed:
@@ -229,6 +294,7 @@ def _resume_command(args, timestamp: str) -> str:
   for override in args.overrides:
     argv += ["--set", override]
   argv += ["--no-progress"] * args.no_progress + ["--no-tensorboard"] * args.no_tensorboard
+  argv += ["--track"] * args.track
   argv += ["--ray"] * args.ray
   for flag, value in (("--address", args.address), ("--runners", args.runners),
                       ("--envs-per-runner", args.envs_per_runner),
@@ -329,9 +395,9 @@ def _tune(args) -> int:
 
   compilation_cache.enable_from_environment()
   ctrl_c = interrupt.CtrlC(
-      "Ctrl-C: the trial under way stops after its current update and saves a checkpoint; "
-      "the same command (with its --timestamp) resumes the search. Ctrl-C again stops at "
-      "once.",
+      "Ctrl-C: the trials under way stop after their current update (a trial trained alone "
+      "saves a checkpoint; trials side by side start again on resume); the same command "
+      "(with its --timestamp) resumes the search. Ctrl-C again stops at once.",
       kept=lambda: "Stopped at once; the same command (with its --timestamp) resumes the "
       "search from the trials' last checkpoints.")
   with ctrl_c:
@@ -362,7 +428,7 @@ def _visualize(args) -> int:
   os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
   from batchrl import visualize
 
-  result = visualize.visualize(args.logdir, args.outdir, num_episodes=args.num_episodes,
+  result = visualize.visualize(args.run, args.outdir, num_episodes=args.num_episodes,
                                checkpoint_path=args.checkpoint,
                                allow_untrained=args.allow_untrained, seed=args.seed)
   for episode in result["episodes"]:
@@ -373,14 +439,15 @@ def _visualize(args) -> int:
 
 def _export(args) -> int:
   from batchrl.export_run import export_run
-  path, source = export_run(args.logdir, args.out, step=args.checkpoint, format=args.format)
+  path, source = export_run(args.run, args.out, step=args.checkpoint, format=args.format,
+                            seed_index=args.seed_index)
   print(f"Wrote {path} ({args.format}, checkpoint {source})")
   return 0
 
 
 def _plot(args) -> int:
   from batchrl import plot
-  path = plot.plot(args.paths, args.out, metric=args.metric, x=args.x)
+  path = plot.plot(args.runs, args.out, metric=args.metric, x=args.x)
   print(f"Wrote {path}")
   return 0
 

@@ -28,23 +28,24 @@ from batchrl.envs.wrappers import ClipAction, RangeNormalize
 from batchrl.errors import UserInputError
 from batchrl.export import Policy, check_format, export_policy, model_policy
 from batchrl.train.build import build_env, build_model, close_env, make_host_env
-from batchrl.visualize import load_agent_state, load_experiment
+from batchrl.visualize import load_agent_state, load_experiment, not_a_run_hint
 
 log = logging.getLogger("batchrl")
 
 
-def export_run(run_dir, out, *, step: int | None = None, format: str = "onnx") -> tuple[Path, str]:
+def export_run(run_dir, out, *, step: int | None = None, format: str = "onnx",
+               seed_index: int | None = None) -> tuple[Path, str]:
   """Writes the policy of the run in ``run_dir`` (its checkpoint at ``step``, else the
-  latest good one) to ``out``; returns ``(path, which checkpoint)``."""
+  latest good one) to ``out``; returns ``(path, which checkpoint)``. A run trained with
+  ``--seeds K`` holds K agents: ``seed_index`` picks one (default 0)."""
   check_format(format)
   run_dir = Path(run_dir)
   if not run_dir.is_dir():
-    raise UserInputError(f"--logdir {run_dir} is not a directory: give a run directory "
-                         "written by `batchrl train` (<logdir>/<timestamp>-<config>).")
+    raise UserInputError(f"{run_dir} is not a directory: {not_a_run_hint(run_dir)}")
   exp = load_experiment(run_dir)
   model = build_model(exp)
   state, source = load_agent_state(exp, run_dir, model, _checkpoint_path(run_dir, step),
-                                   allow_untrained=False, seed=0)
+                                   allow_untrained=False, seed=0, seed_index=seed_index)
   source = source if step is None else f"step {step}"
   space = _observation_space(exp.run)
   policy = model_policy(model, state, space)

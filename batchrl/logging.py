@@ -85,9 +85,14 @@ class RunLogger:
     resume_step: when a run resumes from a checkpoint at this step, what the crashed run
       reported after it is dropped (from ``metrics.jsonl``, and purged in TensorBoard), so the
       resumed run's records are not mixed with stale ones.
+    tracker: receives what goes to TensorBoard too, with the same tags and steps (whether
+      or not TensorBoard is written): an object with ``scalars``, ``texts`` and
+      ``histograms(step, {tag: value})``, ``flush()`` and ``close()`` (closed with the
+      logger), such as ``batchrl.train.track.Tracker`` (Weights & Biases).
   """
 
-  def __init__(self, run_dir, use_tensorboard: bool = True, *, resume_step: int | None = None):
+  def __init__(self, run_dir, use_tensorboard: bool = True, *, resume_step: int | None = None,
+               tracker=None):
     self.run_dir = Path(run_dir)
     self.run_dir.mkdir(parents=True, exist_ok=True)
     self.metrics_path = self.run_dir / METRICS_FILE
@@ -97,6 +102,7 @@ class RunLogger:
         _LOG.info("dropped records after step %d from %s", resume_step, self.metrics_path)
     self._file = open(self.metrics_path, "a", encoding="utf-8")
     self._writer = None
+    self._tracker = tracker
     if use_tensorboard:
       from tensorboardX import SummaryWriter  # heavy import, only when wanted
       purge = None if resume_step is None else resume_step + 1
@@ -105,27 +111,34 @@ class RunLogger:
   def scalars(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
     """TensorBoard scalars tagged ``phase/name``."""
     _check_phase(phase)
-    if self._writer is None:
-      return
+    tagged = {}
     for name, value in values.items():
       value = _scalar(name, value)
       if not isinstance(value, (bool, int, float)):
         raise ValueError(f"scalar {name!r} must be a number, got {value!r}")
-      self._writer.add_scalar(f"{phase}/{name}", float(value), int(step))
+      tagged[f"{phase}/{name}"] = float(value)
+    if self._writer is not None:
+      for tag, value in tagged.items():
+        self._writer.add_scalar(tag, value, int(step))
+    if self._tracker is not None:
+      self._tracker.scalars(int(step), tagged)
 
   def texts(self, phase: str, step: int, values: Mapping[str, str]) -> None:
     """TensorBoard text entries tagged ``phase/name`` (events such as runner restarts)."""
     _check_phase(phase)
-    if self._writer is None:
-      return
-    for name, text in values.items():
-      self._writer.add_text(f"{phase}/{name}", str(text), int(step))
+    tagged = {f"{phase}/{name}": str(text) for name, text in values.items()}
+    if self._writer is not None:
+      for tag, text in tagged.items():
+        self._writer.add_text(tag, text, int(step))
+    if self._tracker is not None and tagged:
+      self._tracker.texts(int(step), tagged)
 
   def histograms(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
     """TensorBoard histograms tagged ``phase/name``; non-finite entries are left out."""
     _check_phase(phase)
-    if self._writer is None:
+    if self._writer is None and self._tracker is None:
       return
+    tagged = {}
     for name, array in values.items():
       array = np.asarray(array, dtype=np.float64).ravel()
       finite = array[np.isfinite(array)]
@@ -133,7 +146,12 @@ class RunLogger:
         _warn(f"histogram {phase}/{name} at step {step}: left out "
               f"{array.size - finite.size} non-finite value(s)")
       if finite.size:
-        self._writer.add_histogram(f"{phase}/{name}", finite, int(step))
+        tagged[f"{phase}/{name}"] = finite
+    if self._writer is not None:
+      for tag, finite in tagged.items():
+        self._writer.add_histogram(tag, finite, int(step))
+    if self._tracker is not None and tagged:
+      self._tracker.histograms(int(step), tagged)
 
   def report(self, step: int, phase: str, metrics: Mapping[str, Any]) -> dict:
     """Append one record to ``metrics.jsonl`` and log ``Score X``; returns the record."""
@@ -154,14 +172,19 @@ class RunLogger:
     self._file.flush()
     if self._writer is not None:
       self._writer.flush()
+    if self._tracker is not None:
+      self._tracker.flush()
 
   def close(self) -> None:
-    """Flush and close the files; safe to call twice."""
+    """Flush and close the files (and the tracker); safe to call twice."""
     if not self._file.closed:
       self._file.close()
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+    if self._tracker is not None:
+      tracker, self._tracker = self._tracker, None
+      tracker.close()
 
   def __enter__(self) -> "RunLogger":
     return self

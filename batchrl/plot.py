@@ -3,7 +3,11 @@
     batchrl plot runs/T0-cartpole_fused runs/T1-cartpole_fused --out curves.png
     batchrl plot runs --metric mean_score --x time
 
-Each path is a run directory (it holds ``metrics.jsonl``) or a directory of runs. Every run
+Each path is a run directory (it holds ``metrics.jsonl``) or a directory of runs. ``--x time``
+is wall time in minutes since the run started (``run_start``: when ``batchrl train`` wrote its
+``config.yaml``, before building envs and compiling), so start-up shows as the gap before the
+first report. A resumed run keeps counting from its first start: the time it was stopped is
+included, and shows as a jump. Every run
 is one colour: evaluation solid, training dashed, with a marker on each report when a curve
 has few (a run with one report is a point). A run trained with ``--seeds K`` logged
 ``seed<i>/<metric>`` per seed; it is drawn as the mean over seeds with a band from the lowest
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +28,7 @@ import numpy as np
 from batchrl.errors import UserInputError, missing_extra
 
 METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.yaml"  # written as a run starts (batchrl.train.rundir)
 X_AXES = ("steps", "time")
 _SEED_KEY = re.compile(r"^seed(\d+)/(.+)$")
 FEW_POINTS = 20  # curves with at most this many reports get a marker on each
@@ -52,7 +58,8 @@ def find_runs(paths: list[str]) -> list[Path]:
                              f"*/{METRICS_FILE} exists (runs are written by `batchrl train`).")
       runs.extend(found)
     else:
-      raise UserInputError(f"{path} does not exist; give run directories or a logdir.")
+      raise UserInputError(f"{path} does not exist; give run directories (LOGDIR/<T>-<config>) "
+                           "or a directory of runs.")
   return runs
 
 
@@ -71,6 +78,19 @@ def read_records(run: Path) -> list[dict]:
   return sorted(latest.values(), key=lambda r: (r["wall_time"], r["step"]))
 
 
+def run_start(run: Path, records: list[dict]) -> float:
+  """When ``run`` first started, in seconds since the epoch: when ``batchrl train`` wrote its
+  ``config.yaml`` (once, as a new run starts; a resume leaves it alone). Without one, or when
+  its time is after the first report (a copy that did not keep file times), the first
+  report's time."""
+  first = min((r["wall_time"] for r in records), default=0.0)
+  try:
+    written = (run / CONFIG_FILE).stat().st_mtime
+  except OSError:
+    return first
+  return written if written <= first else first
+
+
 def _values(record: dict, metric: str) -> list[float]:
   """The metric of one record: every seed's value when it has per-seed values."""
   seeds = [v for k, v in record.items() if (m := _SEED_KEY.match(k)) and m.group(2) == metric]
@@ -78,11 +98,14 @@ def _values(record: dict, metric: str) -> list[float]:
   return [math.nan if v is None else float(v) for v in values]
 
 
-def curves(run: str, records: list[dict], metric: str, x: str) -> list[Curve]:
-  """One curve per phase that logged ``metric``; ``x`` is 'steps' or 'time' (minutes)."""
+def curves(run: str, records: list[dict], metric: str, x: str,
+           start: float | None = None) -> list[Curve]:
+  """One curve per phase that logged ``metric``; ``x`` is 'steps' or 'time': minutes since
+  ``start`` (seconds since the epoch; default: the first record's time)."""
   if x not in X_AXES:
     raise UserInputError(f"--x must be one of {X_AXES}, got {x!r}.")
-  start = min((r["wall_time"] for r in records), default=0.0)
+  if start is None:
+    start = min((r["wall_time"] for r in records), default=0.0)
   out = []
   for phase in ("eval", "train"):
     rows = [r for r in records if r.get("phase") == phase and _has(r, metric)]
@@ -92,7 +115,10 @@ def curves(run: str, records: list[dict], metric: str, x: str) -> list[Curve]:
     values = [_values(r, metric) for r in rows]
     width = max(map(len, values))
     table = np.array([v + [math.nan] * (width - len(v)) for v in values])
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():
+      # a report whose metric is null (no episode ended in an evaluation) is a gap, not news
+      warnings.filterwarnings("ignore", "Mean of empty slice|All-NaN slice encountered",
+                              RuntimeWarning)
       out.append(Curve(run, phase, xs, np.nanmean(table, 1), np.nanmin(table, 1),
                        np.nanmax(table, 1)))
   return out
@@ -115,7 +141,10 @@ def plot(paths: list[str], out: str, metric: str = "mean_score", x: str = "steps
 def figure(paths: list[str], metric: str = "mean_score", x: str = "steps"):
   """The matplotlib figure ``plot`` writes: the curves of every run under ``paths``."""
   runs = find_runs(paths)
-  drawn = [c for run in runs for c in curves(run.name, read_records(run), metric, x)]
+  drawn = []
+  for run in runs:
+    records = read_records(run)
+    drawn += curves(run.name, records, metric, x, run_start(run, records))
   if not drawn:
     raise UserInputError(f"no run under {', '.join(paths)} logged {metric!r}; try "
                          "--metric mean_score.")
@@ -144,7 +173,7 @@ def _draw(drawn: list[Curve], metric: str, x: str):
               markersize=4, label=f"{curve.run} ({curve.phase})")
     if np.any(curve.high > curve.low):
       axes.fill_between(curve.x, curve.low, curve.high, color=colour, alpha=0.2, lw=0)
-  axes.set_xlabel("environment steps" if x == "steps" else "wall time (minutes)")
+  axes.set_xlabel("environment steps" if x == "steps" else "minutes since the run started")
   axes.set_ylabel(metric)
   axes.grid(alpha=0.3)
   axes.legend(fontsize=8)

@@ -9,7 +9,9 @@ original silently filmed an untrained policy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import re
 import subprocess
 from fractions import Fraction
@@ -33,43 +35,83 @@ from batchrl.experiment import (CONFIG_FILE, build_model, build_env, close_env, 
                                 restore_sim)
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
+log = logging.getLogger("batchrl")
 
 
 def load_experiment(run_dir: Path) -> Experiment:
+  """The experiment of a run directory, read from its ``config.yaml``."""
   path = Path(run_dir) / CONFIG_FILE
   if not path.exists():
-    raise UserInputError(f"{path} not found: --logdir must be a run directory written by "
-                         "`batchrl train` (it holds config.yaml).")
+    raise UserInputError(f"{path} not found: {not_a_run_hint(Path(run_dir))}")
   return Experiment.from_dict(yaml.safe_load(path.read_text()))
 
 
+def not_a_run_hint(path: Path) -> str:
+  """What to give instead of ``path``, which is not a run directory: one of the runs when it
+  holds runs (a logdir given where a run is asked for), else what a run directory is."""
+  runs = sorted(p.parent for p in path.glob(f"*/{CONFIG_FILE}")) if path.is_dir() else []
+  if runs:
+    return (f"{path} holds runs (it is a LOGDIR); give one run directory, e.g. {runs[-1]}")
+  return ("give a run directory written by `batchrl train` (LOGDIR/<timestamp>-<config>, it "
+          "holds config.yaml)")
+
+
 def load_agent_state(exp: Experiment, run_dir: Path, agent, checkpoint_path: str | None,
-                     allow_untrained: bool, seed: int):
-  """The agent state from a checkpoint, or a fresh one when allowed. Returns (state, source)."""
+                     allow_untrained: bool, seed: int, seed_index: int | None = None):
+  """The agent state from a checkpoint, or a fresh one when allowed. Returns (state, source).
+
+  A run trained with ``--seeds K`` holds K agents stacked on a leading axis: the one at
+  ``seed_index`` is returned (default 0, the first)."""
   from batchrl.train import fused
 
+  ckpt_dir = Path(checkpoint_path).parent if checkpoint_path else Path(run_dir) / "checkpoints"
   run = dataclasses.replace(exp.run, num_workers=0)
   env = build_env(run)
   try:
     template = fused.init_sim(env, agent, jax.random.key(seed))
+    seeds = checkpoint.stacked_size(ckpt_dir, template)
+    check_seed_index(seed_index, seeds)
+    if seeds is not None:
+      template = fused.init_sim(env, agent, jax.random.key(seed), seeds)
   finally:
     close_env(env)
+  pick = functools.partial(_one_seed, seeds, seed_index or 0)
   if checkpoint_path is not None:
     path = Path(checkpoint_path)
     match = _CKPT_NAME.search(path.name)
     if not match:
       raise ConfigError(f"--checkpoint {path} is not a checkpoint directory (ckpt-NNN).")
     sim, _ = restore_sim(path.parent, template, agent, step=int(match.group(1)))
-    return sim.agent_state, str(path)
+    return pick(sim.agent_state, str(path))
   try:
-    sim, manifest = restore_sim(Path(run_dir) / "checkpoints", template, agent)
-    return sim.agent_state, f"step {manifest['step']}"
+    sim, manifest = restore_sim(ckpt_dir, template, agent)
+    return pick(sim.agent_state, f"step {manifest['step']}")
   except checkpoint.NoCheckpointError:
     if not allow_untrained:
       raise checkpoint.NoCheckpointError(
-          f"no checkpoint in {Path(run_dir) / 'checkpoints'}: nothing trained to show. Train "
+          f"no checkpoint in {ckpt_dir}: nothing trained to show. Train "
           "first, or pass --allow-untrained to record a freshly initialised policy.") from None
     return template.agent_state, "untrained"
+
+
+def check_seed_index(seed_index: int | None, seeds: int | None) -> None:
+  """``--seed-index`` against the run's number of stacked agents (None: one agent)."""
+  if seed_index is None:
+    return
+  if seeds is None and seed_index != 0:
+    raise UserInputError(f"--seed-index {seed_index}: this run trained one agent (it was not "
+                         "trained with --seeds K); leave --seed-index out.")
+  if seeds is not None and not 0 <= seed_index < seeds:
+    raise UserInputError(f"--seed-index {seed_index}: this run trained {seeds} agents at once "
+                         f"(--seeds {seeds}); give an index from 0 to {seeds - 1}.")
+
+
+def _one_seed(seeds: int | None, index: int, state, source: str):
+  if seeds is None:
+    return state, source
+  log.info("This run trained %d agents at once (--seeds %d): using the one at index %d "
+           "(--seed-index picks another).", seeds, seeds, index)
+  return jax.tree.map(lambda x: x[index], state), f"{source}, seed index {index} of {seeds}"
 
 
 def render_env(exp: Experiment):

@@ -1,33 +1,101 @@
-"""Object-API benchmark (not a test): the cost of ``agent.act`` + ``agent.observe`` and the
-TensorForce-style quick start (PPO on CartPole-v1 through ``batchrl.Runner``).
+"""Object-API benchmark (not a test): the cost of ``agent.act`` + ``agent.observe`` in the
+loops users write, against SB3's ``predict`` and against ``batchrl train``'s host loop.
 
-    python benchmarks/agent_api.py                  # per-step costs + quick start (minutes)
-    python benchmarks/agent_api.py --skip-learning  # per-step costs only (~1 min)
+    python benchmarks/agent_api.py                  # everything (minutes)
+    python benchmarks/agent_api.py --skip-learning  # no learning run to the CartPole targets
     python benchmarks/agent_api.py --quick          # fewer steps everywhere
+    python benchmarks/agent_api.py --only user      # the user's loops only (quick start, SAC)
 
-Per-step rows time warm calls only: compilation and the steps that run an update are kept
-out (``batch_size`` is larger than all timed steps). Each is the median of several blocks
-of steps, as wall time and as CPU time of the calling thread (with JAX's async dispatch off,
-as ``Agent`` sets it, the compiled calls run on that thread; CPU time is what other users
-of a shared machine disturb least). "fast path" rows are what the agent takes by itself;
-the "fused path" row forces the path of models whose ``act`` reads what ``store`` writes
-(recurrent policies, observation normalization). The "floor" rows are the JAX dispatch
-cost of a donated identity ``jit`` over the same state pytree and of a one-array ``jit``.
-Compare ratios within one run; this machine is shared, so absolute numbers drift between
-runs (the load average is printed with the table).
+The user's loops, timed as written:
+
+- quick start: PPO with its defaults on ``batchrl.envs.make("CartPole-v1")``, ``states,
+  terminal, reward = environment.execute(actions)`` passed straight to ``observe``; the
+  same loop on a Gymnasium env (its numpy rewards as they come); and the quick start's loop
+  with the reward and terminal turned into ``np.float64`` / ``np.bool_``. Rows give
+  act + observe per step, timed from the first update's end on: without the steps that ran
+  an update (what SB3's ``predict`` does: it does not learn) and with them (updates spread
+  over all steps). SB3 2.9's PPO ``predict`` on the same env (2x64 MLP, torch with one
+  thread, as ``benchmarks/peers`` runs it) runs in the peers' venv (``python
+  benchmarks/peers/setup.py``) in a subprocess during the same run; the ratio is ours / SB3,
+  of CPU time (the process's, on every thread) and of wall time. On a shared machine the two
+  sides run at different moments of a changing load: CPU time moves less with it.
+- SAC on Pendulum-v1 through ``Agent``: ``Agent.create`` time, the first steps (the state
+  and the act programs compile there), then per step with one gradient step each, against
+  ``batchrl train --config sac_pendulum``'s host loop (``LocalTrainer``: 4 envs, 4 gradient
+  steps per store of 4, so one per env step) with the agent's own networks, timed over the
+  same number of env steps. Both learn from step 256 on (the benchmark's choice, so updates
+  start soon). A last row compares what a user would pair by name: ``Agent`` with
+  ``critic_layers=[64, 64]`` (still the ``network='auto'`` torsos) against ``sac_pendulum``
+  as named (2x64 MLPs). Compiled programs come from JAX's persistent cache where an earlier run left
+  them (``Agent`` and ``batchrl train`` both use it): run with ``BATCHRL_COMPILATION_CACHE=0``
+  for a cold start.
+
+Per-step rows with floats (kept from before) time warm calls only: compilation and the steps
+that run an update are kept out (``batch_size`` is larger than all timed steps). Each is the
+median of several blocks of steps, as wall time and as CPU time of the calling thread (with
+JAX's async dispatch off, as ``Agent`` sets it, the compiled calls run on that thread).
+"fast path" rows are what the agent takes by itself; the "fused path" row forces the path of
+models whose ``act`` reads what ``store`` writes. The "floor" rows are the JAX dispatch cost
+of a donated identity ``jit`` over the same state pytree and of a one-array ``jit``.
+Compare ratios within one run; on a shared machine absolute numbers drift between runs
+(the load average is printed with the table).
+
+Imports only the standard library and numpy before ``--sb3-predict`` is handled: that mode
+runs in the peers' interpreter, which has no batchrl.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
-import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from batchrl import Agent  # noqa: E402  (after the path tweak above)
+HERE = os.path.dirname(os.path.abspath(__file__))
+SB3_MODE = "--sb3-predict"
+
+
+def sb3_predict_main(steps: int) -> None:
+  """SB3's PPO ``predict`` in a CartPole loop (runs in the peers' venv): one JSON line with
+  the microseconds per ``predict`` call, wall and CPU (of this process: torch runs on one
+  thread)."""
+  import gymnasium as gym
+  import torch
+  from stable_baselines3 import PPO
+  torch.set_num_threads(1)  # as benchmarks/peers runs SB3: its default spins on a busy machine
+  env = gym.make("CartPole-v1")
+  model = PPO("MlpPolicy", env, policy_kwargs=dict(net_arch=[64, 64]), device="cpu", seed=0)
+  obs, _ = env.reset(seed=0)
+  spent = spent_cpu = 0.0
+  for i in range(steps + 200):  # the first 200 calls warm up
+    start, cpu = time.perf_counter(), time.process_time()
+    action, _ = model.predict(obs)
+    if i >= 200:
+      spent += time.perf_counter() - start
+      spent_cpu += time.process_time() - cpu
+    obs, _, terminated, truncated, _ = env.step(int(action))
+    if terminated or truncated:
+      obs, _ = env.reset()
+  import stable_baselines3
+  print(json.dumps({"predict_us": spent / steps * 1e6, "cpu_us": spent_cpu / steps * 1e6,
+                    "steps": steps,
+                    "sb3": stable_baselines3.__version__, "torch": torch.__version__}))
+
+
+if __name__ == "__main__" and SB3_MODE in sys.argv:  # the peers' interpreter: no batchrl
+  sb3_predict_main(int(sys.argv[sys.argv.index(SB3_MODE) + 1]))
+  sys.exit(0)
+
+import jax  # noqa: E402  (after the peers' mode above)
+
+sys.path.insert(0, os.path.dirname(HERE))
+import batchrl.envs  # noqa: E402  (after the path tweak above)
+from batchrl import Agent  # noqa: E402
 
 STATES = dict(type="float", shape=(4,))
 ACTIONS = dict(type="int", num_values=2)
@@ -91,7 +159,6 @@ def step_cost(streams: int, steps: int, warmup: int, seed: int = 0,
     raise RuntimeError("an update ran during the timed steps; raise UNTIMED_BATCH")
   pair_s, act_s, observe_s, cpu_s = sorted(rows)[len(rows) // 2]  # the median block
   act_us, observe_us = act_s / block * 1e6, observe_s / block * 1e6
-  import jax
   return {"act_us": act_us, "observe_us": observe_us, "pair_us": act_us + observe_us,
           "cpu_us": cpu_s / block * 1e6, "per_stream_us": (act_us + observe_us) / streams,
           "leaves": len(jax.tree.leaves(agent._state)),
@@ -135,23 +202,211 @@ def dispatch_floor(leaves: int, calls: int) -> dict:
           "one_cpu_us": one_cpu}
 
 
-def peer_rows(steps: int) -> list[tuple[str, str]]:
-  """SB3 ``model.predict(obs)`` on the same MLP, when stable-baselines3 is installed."""
-  try:
-    from stable_baselines3 import PPO
-  except ImportError:
-    return [("SB3 PPO predict(obs), 2x64 MLP", "not installed")]
-  import gymnasium as gym
-  model = PPO("MlpPolicy", gym.make("CartPole-v1"), policy_kwargs=dict(net_arch=[64, 64]),
-              device="cpu", seed=0)
-  obs = np.zeros(4, np.float32)
-  for _ in range(100):
-    model.predict(obs)
+def sb3_predict(steps: int) -> dict | None:
+  """``sb3_predict_main`` in the peers' venv (None, with the reason printed, when it is not
+  there or fails)."""
+  python = os.path.join(HERE, ".peers-venv", "bin", "python")
+  if not os.path.exists(python):
+    print("SB3: no peers venv (python benchmarks/peers/setup.py)", flush=True)
+    return None
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+  proc = subprocess.run([python, os.path.abspath(__file__), SB3_MODE, str(steps)],
+                        capture_output=True, text=True, env=env)
+  lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+  if proc.returncode or not lines:
+    print(f"SB3 predict failed:\n{proc.stderr[-2000:]}", flush=True)
+    return None
+  return json.loads(lines[-1])
+
+
+# ----------------------------------------------------------------- the user's loops
+
+
+def quick_start_loop(steps: int, values: str = "as returned", seed: int = 0) -> dict:
+  """The TensorForce quick start as a user writes it, PPO with its defaults::
+
+      environment = batchrl.envs.make("CartPole-v1")   # values="gymnasium": gym.make
+      agent = Agent.create(agent="ppo", environment=environment)
+      states = environment.reset()
+      while ...:
+        actions = agent.act(states)
+        states, terminal, reward = environment.execute(actions)
+        agent.observe(reward=reward, terminal=terminal)
+
+  ``values``: "as returned"; "numpy" (reward ``np.float64``, terminal ``np.bool_``);
+  "gymnasium" (a Gymnasium env: reward and ``terminated`` as ``env.step`` returns them,
+  terminal 2 on truncation). Returns microseconds of act + observe per step without and
+  with the steps whose act ran an update, and the count of updates.
+  """
+  gymnasium = values == "gymnasium"
+  if gymnasium:
+    import gymnasium as gym
+    env = gym.make("CartPole-v1")
+    agent = Agent.create(agent="ppo", environment=env, seed=seed)
+    states, _ = env.reset(seed=seed)
+  else:
+    env = batchrl.envs.make("CartPole-v1")
+    agent = Agent.create(agent="ppo", environment=env, seed=seed)
+    states = env.reset(seed=seed)
+  wall, cpu = time.perf_counter, time.process_time
+  plain, updating = [], []  # (wall, CPU) seconds of act + observe per step
+  done = 0
+  while done < steps:
+    w0, c0 = wall(), cpu()
+    actions = agent.act(states)
+    w1, c1 = wall(), cpu()
+    if gymnasium:
+      states, reward, terminated, truncated, _ = env.step(actions)
+      terminal = 2 if truncated and not terminated else terminated
+    else:
+      states, terminal, reward = env.execute(actions)
+      if values == "numpy":
+        reward, terminal = np.float64(reward), np.bool_(terminal)
+    w2, c2 = wall(), cpu()
+    updated = agent.observe(reward=reward, terminal=terminal)
+    w3, c3 = wall(), cpu()
+    if agent.updates > 1:  # warm: past the first update (it compiles) and one more
+      (updating if updated else plain).append((w1 - w0 + w3 - w2, c1 - c0 + c3 - c2))
+      done += 1
+    if terminal:
+      states = env.reset()[0] if gymnasium else env.reset()
+  env.close()
+  every = plain + updating
+  return {"plain_us": float(np.mean([w for w, _ in plain])) * 1e6,
+          "plain_cpu_us": float(np.mean([c for _, c in plain])) * 1e6,
+          "all_us": float(np.mean([w for w, _ in every])) * 1e6,
+          "all_cpu_us": float(np.mean([c for _, c in every])) * 1e6,
+          "updates": len(updating), "steps": steps}
+
+
+SAC_FIRST_UPDATE = 256  # learning starts here on both sides (one batch stored)
+
+
+def sac_agent_cost(steps: int, seed: int = 0, **keys) -> dict:
+  """SAC through ``Agent`` on Pendulum-v1 with its defaults but ``first_update`` (and
+  ``keys``): create time, the first two steps (compilation), then wall and CPU seconds per
+  step of the user's loop (env step included) over ``steps`` steps that each run a gradient
+  step."""
+  env = batchrl.envs.make("Pendulum-v1")
   start = time.perf_counter()
+  agent = Agent.create(agent="sac", environment=env, seed=seed,
+                       first_update=SAC_FIRST_UPDATE, **keys)
+  create_s = time.perf_counter() - start
+  states = env.reset(seed=seed)
+
+  def step():
+    nonlocal states
+    actions = agent.act(states)
+    states, terminal, reward = env.execute(actions)
+    agent.observe(reward=reward, terminal=terminal)
+    if terminal:
+      states = env.reset()
+
+  first = []
+  for _ in range(2):
+    start = time.perf_counter()
+    step()
+    first.append(time.perf_counter() - start)
+  while agent.updates < 20:  # past the first update's compilation
+    step()
+  before = agent.updates
+  start, cpu = time.perf_counter(), time.process_time()
   for _ in range(steps):
-    model.predict(obs)
-  us = (time.perf_counter() - start) / steps * 1e6
-  return [("SB3 PPO predict(obs), 2x64 MLP", f"{us:.1f} us per call (act only, no learning)")]
+    step()
+  wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+  if agent.updates - before != steps:
+    raise RuntimeError(f"{agent.updates - before} of {steps} timed steps updated")
+  env.close()
+  networks = ", ".join(line.strip().split(";")[0] for line in agent.summary().splitlines()[1:])
+  return {"create_s": create_s, "first_steps_s": first, "step_ms": wall / steps * 1e3,
+          "cpu_ms": cpu / steps * 1e3, "networks": networks, "agent": agent}
+
+
+def sac_cli_cost(agent: Agent | None, steps: int, seed: int = 0) -> dict:
+  """``batchrl train --config sac_pendulum``'s host loop (``LocalTrainer``: 4 Pendulum envs
+  in this process, a store of 4 then 4 gradient steps) with ``agent``'s SAC config (its
+  networks, batch, rates; None: the named config's own, 2x64 MLPs), learning from
+  ``SAC_FIRST_UPDATE`` on, timed over ``steps`` env steps that each come with a gradient
+  step; the evaluation program compiling ahead is waited for first."""
+  from batchrl import configs
+  from batchrl.agents.family import BuildContext
+  from batchrl.agents.sac.keys import sac_config
+  from batchrl.train.local import LocalTrainer
+
+  named = configs.get("sac_pendulum")
+  if agent is None:
+    config = dataclasses.replace(named.config, first_update=SAC_FIRST_UPDATE)
+  else:
+    spec = agent.spec
+    context = BuildContext(1, spec["network"], agent._rt.action_space,
+                           spec["max_episode_timesteps"])
+    config = dataclasses.replace(sac_config(dict(spec["config"]), context),
+                                 update_frequency=1, repeat_update=4,
+                                 first_update=SAC_FIRST_UPDATE)
+  exp = dataclasses.replace(named, config=config, run=dataclasses.replace(named.run, seed=seed))
+  with tempfile.TemporaryDirectory() as run_dir:
+    trainer = LocalTrainer(exp, run_dir)
+    try:
+      warm = SAC_FIRST_UPDATE // 4 + 20  # compiles, fills, then 20 learning iterations
+      trainer.train_phase(warm)
+      trainer._eval_compiling.join()  # noqa: SLF001 (it would compile during the timing)
+      iterations = max(1, steps // 4)
+      start, cpu = time.perf_counter(), time.process_time()
+      trainer.train_phase(iterations)
+      wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    finally:
+      trainer.close()
+  return {"step_ms": wall / (iterations * 4) * 1e3, "cpu_ms": cpu / (iterations * 4) * 1e3}
+
+
+def user_rows(steps: int, sac_steps: int) -> list[tuple[str, str]]:
+  rows = []
+  print("timing the quick-start loop (PPO, CartPole) ...", flush=True)
+  loops = {values: quick_start_loop(steps, values)
+           for values in ("as returned", "numpy", "gymnasium")}
+  print("timing SB3 predict in the peers' venv ...", flush=True)
+  sb3 = sb3_predict(steps)
+  for values, r in loops.items():
+    name = {"as returned": "batchrl.envs.make, values as returned",
+            "numpy": "reward np.float64, terminal np.bool_",
+            "gymnasium": "gymnasium env, values as returned"}[values]
+    ratio = ""
+    if sb3 is not None:
+      ratio = (f"; CPU {r['plain_cpu_us'] / sb3['cpu_us']:.3f}x SB3 predict "
+               f"({r['all_cpu_us'] / sb3['cpu_us']:.3f}x with updates), wall "
+               f"{r['plain_us'] / sb3['predict_us']:.3f}x")
+    rows.append((f"quick start PPO: act + observe ({name})",
+                 f"CPU {r['plain_cpu_us']:.1f} us per step without an update, "
+                 f"{r['all_cpu_us']:.1f} us with the {r['updates']} updates of "
+                 f"{r['steps']} steps; wall {r['plain_us']:.1f} / {r['all_us']:.1f} us"
+                 f"{ratio}"))
+  if sb3 is not None:
+    rows.append((f"SB3 {sb3['sb3']} PPO predict(obs), 2x64 MLP, torch 1 thread",
+                 f"CPU {sb3['cpu_us']:.1f} us, wall {sb3['predict_us']:.1f} us per call "
+                 "(act only, no learning)"))
+  print("timing SAC through Agent (Pendulum) ...", flush=True)
+  ours = sac_agent_cost(sac_steps)
+  print("timing batchrl train's host loop with the same SAC ...", flush=True)
+  cli = sac_cli_cost(ours["agent"], sac_steps)
+  first = ", ".join(f"{s:.2f}" for s in ours["first_steps_s"])
+  rows.append(("SAC Pendulum: Agent.create (defaults)",
+               f"{ours['create_s']:.2f} s; first two steps {first} s (programs compile); "
+               f"{ours['networks']}"))
+  rows.append((f"SAC Pendulum: per step with a gradient step, Agent loop ({sac_steps} steps)",
+               f"{ours['step_ms']:.2f} ms wall, {ours['cpu_ms']:.2f} ms CPU"))
+  rows.append(("SAC Pendulum: per env step, batchrl train host loop, same networks",
+               f"{cli['step_ms']:.2f} ms wall, {cli['cpu_ms']:.2f} ms CPU"))
+  rows.append(("SAC Pendulum: Agent / batchrl train per step",
+               f"{ours['step_ms'] / cli['step_ms']:.2f}x wall, "
+               f"{ours['cpu_ms'] / cli['cpu_ms']:.2f}x CPU"))
+  print("timing SAC with critic_layers=[64, 64] against sac_pendulum as named ...", flush=True)
+  narrow, named = sac_agent_cost(sac_steps, critic_layers=[64, 64]), sac_cli_cost(None, sac_steps)
+  rows.append(("SAC Pendulum, narrow: Agent critic_layers=[64, 64] / batchrl train "
+               "sac_pendulum (2x64 MLPs, not the same networks)",
+               f"{narrow['step_ms']:.2f} / {named['step_ms']:.2f} ms wall, "
+               f"{narrow['cpu_ms']:.2f} / {named['cpu_ms']:.2f} ms CPU per step: "
+               f"{narrow['cpu_ms'] / named['cpu_ms']:.2f}x CPU; {narrow['networks']}"))
+  return rows
 
 
 # ---------------------------------------------------------------------- quick start
@@ -226,13 +481,32 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="fewer timed steps, shorter cap")
   parser.add_argument("--skip-learning", action="store_true", help="per-step costs only")
+  parser.add_argument("--only", choices=("user", "floats"), default=None,
+                      help="user: the user's loops (quick start vs SB3, SAC vs batchrl "
+                           "train); floats: the per-step rows with Python floats")
   parser.add_argument("--streams", default="8,64", help="comma list of batched stream counts")
   parser.add_argument("--max-timesteps", type=int, default=None,
                       help="quick-start cap (default 300k, 100k with --quick)")
   args = parser.parse_args()
   steps, warmup = (1000, 100) if args.quick else (5000, 200)
   rows: list[tuple[str, str]] = []
+  if args.only != "floats":
+    rows.extend(user_rows(steps, 100 if args.quick else 300))
+  if args.only != "user":
+    rows.extend(float_rows(args, steps, warmup))
+  if not args.skip_learning and args.only is None:
+    rows.extend(learning_rows(args))
+  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+  dispatch = "on" if jax.config.values.get("jax_cpu_enable_async_dispatch") else "off"
+  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; JAX CPU async dispatch "
+        f"{dispatch}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+  print("| benchmark | result |\n|---|---|")
+  for name, value in rows:
+    print(f"| {name} | {value} |")
 
+
+def float_rows(args, steps: int, warmup: int) -> list[tuple[str, str]]:
+  rows = []
   print("timing act + observe, 1 stream ...", flush=True)
   one = step_cost(1, steps, warmup)
   rows.append((f"PPO 2x64, 1 stream: act + observe ({one['path']})",
@@ -259,29 +533,24 @@ def main() -> None:
   rows.append(("1 stream act + observe / floor (one array)",
                f"{one['pair_us'] / floor['one_us']:.1f}x wall, "
                f"{one['cpu_us'] / floor['one_cpu_us']:.1f}x CPU"))
-  rows.extend(peer_rows(steps))
+  return rows
 
-  if not args.skip_learning:
-    cap = args.max_timesteps or (100_000 if args.quick else 300_000)
-    print(f"quick start: PPO on CartPole-v1, up to {cap} timesteps ...", flush=True)
-    q = quick_start(cap)
-    for target in TARGETS:
-      hit = q["reached"].get(target)
-      value = (f"episode {hit[0]}, {hit[1]} timesteps, {hit[2]:.1f} s wall (incl. compile)"
-               if hit else f"not reached in {q['timesteps']} timesteps "
-                           f"(last-100 mean {q['last_mean']:.1f})")
-      rows.append((f"quick start ({q['driver']}): mean100 >= {target:g}", value))
-    rows.append(("quick start: total", f"{q['episodes']} episodes, {q['timesteps']} "
-                                       f"timesteps, {q['wall_s']:.1f} s, "
-                                       f"{q['timesteps'] / q['wall_s']:,.0f} steps/s"))
 
-  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  dispatch = "on" if jax.config.values.get("jax_cpu_enable_async_dispatch") else "off"
-  print(f"\nload average {load:.2f} on {os.cpu_count()} CPUs; JAX CPU async dispatch "
-        f"{dispatch}")
-  print("| benchmark | result |\n|---|---|")
-  for name, value in rows:
-    print(f"| {name} | {value} |")
+def learning_rows(args) -> list[tuple[str, str]]:
+  rows = []
+  cap = args.max_timesteps or (100_000 if args.quick else 300_000)
+  print(f"quick start: PPO on CartPole-v1, up to {cap} timesteps ...", flush=True)
+  q = quick_start(cap)
+  for target in TARGETS:
+    hit = q["reached"].get(target)
+    value = (f"episode {hit[0]}, {hit[1]} timesteps, {hit[2]:.1f} s wall (incl. compile)"
+             if hit else f"not reached in {q['timesteps']} timesteps "
+                         f"(last-100 mean {q['last_mean']:.1f})")
+    rows.append((f"quick start ({q['driver']}): mean100 >= {target:g}", value))
+  rows.append(("quick start: total", f"{q['episodes']} episodes, {q['timesteps']} "
+                                     f"timesteps, {q['wall_s']:.1f} s, "
+                                     f"{q['timesteps'] / q['wall_s']:,.0f} steps/s"))
+  return rows
 
 
 if __name__ == "__main__":

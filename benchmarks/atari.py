@@ -22,7 +22,7 @@ Measured 2026-11-26 on the idle 2-core machine, one invocation each (ours, then 
 with our evaluation cut to one step per env (the default evaluation then ran the whole
 episode limit, 10k steps per env, and took longer than the training): 20480 steps, ours
 95.7 s, SB3 65.9 s: 1.45x (CPU time 1.30x); with ``--set backend=envpool`` 88.2 s against
-SB3's 75.1 s, 1.17x. Figures as typed since: the README's Atari section.
+SB3's 75.1 s, 1.17x. Figures as typed since: docs/benchmarks.md and docs/environments.md (Atari).
 Why 0.33x (an earlier target) is out of reach on a CPU: ``batchrl/configs/atari.py``.
 
 Imports nothing beyond the standard library at module level: the SB3 mode runs in the
@@ -32,7 +32,8 @@ Measured 2026-11-26 on the idle 2-core machine, one invocation each (ours, then 
 20480 steps, ours 95.7 s, SB3 65.9 s: **1.45x** (CPU time 1.30x); 4096 steps, 31.6 s against
 16.8 s: 1.88x (start-up weighs more). With ``--set backend=envpool`` (EnvPool's C++ games
 inside the compiled rollout), 20480 steps: ours 88.2 s, SB3 75.1 s, 1.17x; in another
-run the gymnasium backend took 101.0 s against SB3's 73.4 s (1.38x). Before that day's work the 4096-step figure was 42.7 s
+run the gymnasium backend took 101.0 s against SB3's 73.4 s (1.38x). Before that day's work
+the 4096-step figure was 42.7 s
 against 20.8 s (2.05x); the earlier "0.8-1.2x" had been read under load 3-4, where SB3's
 two torch threads lost more than we did. Why 0.33x is out of reach on a CPU, and what made
 ours faster: ``batchrl/configs/atari.py``.

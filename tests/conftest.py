@@ -8,6 +8,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from batchrl.agents.core import Transition
 from batchrl.envs.jax_env import make_vec
@@ -164,16 +165,27 @@ def skip_unless_gymnax() -> None:
   """Skips the calling test (or fixture) without gymnax: for cases a marker cannot reach,
   such as one parameter of many. Checks without importing gymnax."""
   if not _gymnax_installed():
-    import pytest
     pytest.skip(_NEEDS_GYMNAX)
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      "--learning-seed", type=int, default=0,
+      help="the seed the learning tests (fixture `learning_seed`) train with: their thresholds "
+           "must hold for seeds 0, 1 and 2, checked by running them with each")
 
 
 def pytest_collection_modifyitems(config, items):
   """(One such hook per conftest: another block needing it adds to this one.)"""
   if _gymnax_installed():
     return
-  import pytest
   skip = pytest.mark.skip(reason=_NEEDS_GYMNAX)
   for item in items:
     if item.get_closest_marker("gymnax") is not None:
       item.add_marker(skip)
+
+
+@pytest.fixture
+def learning_seed(request) -> int:
+  """The seed a learning test trains with (``pytest --learning-seed N``, default 0)."""
+  return request.config.getoption("--learning-seed")

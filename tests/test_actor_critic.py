@@ -188,7 +188,7 @@ def test_td3_moves_its_actor_and_targets_every_policy_delay_steps():
     moved = any(not np.array_equal(a, b) for a, b in zip(leaves(state.params.target_actor),
                                                          leaves(previous.target_actor)))
     assert moved == bool(learned[-1])
-  assert learned == [1.0, 0.0, 1.0, 0.0]
+  assert learned == [0.0, 1.0, 0.0, 1.0]  # after policy_delay critic steps, as the paper
 
 
 # ------------------------------------------------------------------------- bad input
@@ -293,26 +293,27 @@ SMALL = dict(actor_layers=(64, 64), critic_layers=(64, 64), batch_size=128, firs
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_sac_learns_pendulum_within_5k_steps():
+def test_sac_learns_pendulum_within_5k_steps(learning_seed):
   """Measured (seed 0): -1672, -1308, -166, -193, -150 after each 1k steps (13 s)."""
-  best, scores = pendulum_best(make_sac(SACConfig(**SMALL, alpha_learning_rate=1e-3)), 5, 250)
+  best, scores = pendulum_best(make_sac(SACConfig(**SMALL, alpha_learning_rate=1e-3)), 5, 250,
+                             seed=learning_seed)
   assert best >= -400, scores
 
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_ddpg_learns_pendulum_within_5k_steps():
+def test_ddpg_learns_pendulum_within_5k_steps(learning_seed):
   """Measured (seed 0): -1424, -1433, -878, -203, -149 after each 1k steps (6 s)."""
-  best, scores = pendulum_best(make_ddpg(DDPGConfig(**SMALL)), 5, 250)
+  best, scores = pendulum_best(make_ddpg(DDPGConfig(**SMALL)), 5, 250, seed=learning_seed)
   assert best >= -400, scores
 
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_td3_learns_pendulum_within_8k_steps():
+def test_td3_learns_pendulum_within_8k_steps(learning_seed):
   """Measured (seed 0): -1513 .. -546 over the first 6k steps, -235 at 7k, -129 at 8k (its
   actor learns on every second gradient step only; 9 s)."""
-  best, scores = pendulum_best(make_td3(TD3Config(**SMALL)), 8, 250)
+  best, scores = pendulum_best(make_td3(TD3Config(**SMALL)), 8, 250, seed=learning_seed)
   assert best >= -400, scores
 
 

@@ -1,4 +1,5 @@
 """The object API: ``batchrl.Agent.create`` / ``act`` / ``observe`` / ``save`` / ``load``."""
+import functools
 import json
 
 import jax
@@ -6,13 +7,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import Agent
+from batchrl import Agent, compilation_cache
 from batchrl.agent import AgentUsageError, StreamAheadError
+from batchrl.agents.dispatch import prefer_compilation_cache
 from batchrl.agents.family import BuildContext
 from batchrl.agents.ppo.keys import ppo_config
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import model as ppo_agent
 from batchrl.configclass import ConfigError
+from conftest import leaves
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
 MLP = [dict(type="dense", size=16), dict(type="dense", size=16)]
@@ -307,3 +310,171 @@ def test_a_reward_that_is_not_a_number_is_named():
   parallel.act(np.stack([obs(), obs(1)]))
   with pytest.raises(AgentUsageError, match=r"reward must be a number.*\['a', 'b'\]"):
     parallel.observe(["a", "b"])
+
+
+# ------------------------------------------------------------- numpy rewards and terminals
+
+
+def _drive(reward_as, terminal_as, steps=19):
+  """Actions and the final state of an agent fed ``reward_as(r)``/``terminal_as(t)``."""
+  agent = small_agent()
+  actions = []
+  for t in range(steps):
+    actions.append(agent.act(obs(t)))
+    agent.observe(reward_as(0.1 * t + 1e-9), terminal_as(t % 7 == 6))
+  return actions, agent
+
+
+@functools.lru_cache(maxsize=1)
+def _references():
+  """Python numbers (the scalar path) and batches of one (the general path)."""
+  return _drive(float, bool), _drive(lambda r: np.array([r]), lambda t: np.array([t]))
+
+
+@pytest.mark.parametrize("reward_as, terminal_as", [
+    (np.float64, np.bool_), (np.float32, bool), (np.array, np.array),
+    (lambda r: np.array(r, np.float64), int), (float, np.int64)])
+def test_numpy_and_0d_rewards_and_terminals_store_what_python_numbers_store(reward_as,
+                                                                            terminal_as):
+  (expected_actions, expected), (batch_actions, batch) = _references()
+  actions, agent = _drive(reward_as, terminal_as)
+  assert actions == expected_actions == batch_actions
+  assert agent.updates == expected.updates == 2 and agent.episodes == expected.episodes == 2
+  np.testing.assert_array_equal(agent._streams.reward, expected._streams.reward)
+  np.testing.assert_array_equal(agent._streams.terminal, expected._streams.terminal)
+  for got, want, via_batch in zip(leaves(agent._state), leaves(expected._state),
+                                  leaves(batch._state)):
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, via_batch)
+
+
+def test_scalar_observe_takes_numpy_numbers_and_declines_the_rest():
+  agent = small_agent()
+  streams = agent._streams
+  for reward, terminal in [(np.float64(0.5), np.bool_(False)), (np.array(0.25), np.array(2)),
+                           (np.int64(3), np.int32(1)), (np.float32(-1.5), 0)]:
+    agent.act(obs())
+    assert streams.observe_one(reward, terminal) is False  # taken: no update ran
+    assert streams.reward[0] == np.float32(reward)
+  agent.act(obs())
+  for reward, terminal in [(np.float64("nan"), False), (True, False), (np.array([1.0]), False),
+                           (1.0, np.array([True])), (1.0, 5), ("1", False), (1e39, False)]:
+    assert streams.observe_one(reward, terminal) is None  # the general path checks these
+  assert streams.acted[0]  # nothing changed
+
+
+def test_numpy_nan_reward_is_still_an_error():
+  agent = small_agent()
+  agent.act(obs())
+  with pytest.raises(AgentUsageError, match="reward must be finite"):
+    agent.observe(np.float64("nan"), np.bool_(False))
+
+
+# ------------------------------------------------------------- batches vs streams
+
+
+def test_a_batch_larger_than_the_streams_says_how_to_create_the_agent(cartpole_agent):
+  with pytest.raises(AgentUsageError) as e:
+    cartpole_agent.act(np.zeros((5, 4), np.float32))
+  assert str(e.value) == (
+      "this agent acts for one stream (parallel_interactions=1) but got a batch of 5 states "
+      "(shape (5, 4)); create it with parallel_interactions=5 (or pass one state).")
+  agent = small_agent()
+  agent.act(obs())
+  with pytest.raises(AgentUsageError) as e:
+    agent.observe(np.ones(2), False)
+  assert str(e.value) == (
+      "this agent acts for one stream (parallel_interactions=1) but got a batch of 2 rewards "
+      "(shape (2,)); create it with parallel_interactions=2 (or pass one reward).")
+  with pytest.raises(AgentUsageError) as e:
+    agent.observe(1.0, np.zeros(3, bool))
+  assert str(e.value) == (
+      "this agent acts for one stream (parallel_interactions=1) but got a batch of 3 "
+      "terminals (shape (3,)); create it with parallel_interactions=3 (or pass one terminal).")
+  assert agent.observe(1.0, False) is False  # nothing was recorded by the failed calls
+
+
+def test_a_batch_larger_than_several_streams_names_both_counts():
+  agent = small_agent(parallel_interactions=2)
+  with pytest.raises(AgentUsageError) as e:
+    agent.act(np.zeros((3, 4), np.float32))
+  assert str(e.value) == (
+      "this agent acts for 2 streams (parallel_interactions=2) but got a batch of 3 states "
+      "(shape (3, 4)); create it with parallel_interactions=3 (or pass at most 2 states).")
+  agent.act(np.zeros((2, 4), np.float32))
+  with pytest.raises(AgentUsageError) as e:
+    agent.observe(np.ones(3), np.zeros(3, bool))
+  assert str(e.value) == (
+      "this agent acts for 2 streams (parallel_interactions=2) but got a batch of 3 rewards "
+      "(shape (3,)); create it with parallel_interactions=3 (or pass at most 2 rewards).")
+  with pytest.raises(AgentUsageError) as e:
+    agent.observe(np.ones(2), np.zeros(3, bool))
+  assert str(e.value) == (
+      "this agent acts for 2 streams (parallel_interactions=2) but got a batch of 3 "
+      "terminals (shape (3,)); create it with parallel_interactions=3 (or pass at most 2 "
+      "terminals).")
+  with pytest.raises(AgentUsageError) as e:
+    agent.observe(1.0, np.zeros(2, bool), parallel=0)
+  assert str(e.value) == ("reward is one value but terminal has shape (2,); give one "
+                          "terminal per reward.")
+
+
+# ------------------------------------------------------------- creating: errors, summary
+
+PENDULUM = dict(states=dict(type="float", shape=(3,)),
+                actions=dict(type="float", shape=(1,), min_value=-2.0, max_value=2.0))
+
+
+def test_a_spec_the_model_cannot_build_fails_at_create_not_at_first_act():
+  with pytest.raises(ConfigError) as e:
+    Agent.create("sac", states=dict(type="float", shape=(3,)),
+                 actions=dict(type="int", num_values=2), target_entropy=5.0, seed=0)
+  assert str(e.value).startswith("cannot build agent 'sac' for these states/actions: "
+                                 "sac.target_entropy must be below log 2")
+
+
+def test_summary_shows_the_networks_the_defaults_built():
+  agent = Agent.create("sac", seed=3, **PENDULUM)
+  lines = agent.summary().splitlines()
+  assert lines[0] == ('sac agent: states float (3,), actions float (1,), 1 stream, '
+                      'network="auto", seed 3')
+  actor, critic, alpha = lines[1:]
+  # the auto torso: dense(64) on the state, two dense(64); heads for mean and log std
+  assert actor.startswith("  actor: 8,706 parameters; weights ")
+  assert "torso/branch_state_0_dense 3x64" in actor and "mean 64x1" in actor
+  # each of the two critics: its own torso, then critic_layers (256, 256) on [features, action]
+  assert critic.startswith("  critic: 183,042 parameters; weights ")
+  assert "critic_1/MLP_0/Dense_0 65x256" in critic and "critic_1/MLP_0/Dense_1 256x256" in critic
+  assert alpha == "  log_alpha: 1 parameter"
+  narrow = Agent.create("sac", seed=3, critic_layers=[64, 64], **PENDULUM)
+  assert "critic_0/MLP_0/Dense_1 64x64" in narrow.summary()
+
+
+def test_summary_names_several_states_and_streams():
+  agent = small_agent(parallel_interactions=2, network="auto", states=dict(
+      position=dict(type="float", shape=(2,)), flag=dict(type="bool")))
+  head = agent.summary().splitlines()[0]
+  assert head == ("ppo agent: states {position: float (2,), flag: bool}, actions int "
+                  '(2 values), 2 streams, network="auto", seed 0')
+
+
+def test_agents_keep_programs_in_the_compilation_cache_unless_a_directory_is_set(
+    tmp_path, monkeypatch):
+  saved = compilation_cache.settings()
+  monkeypatch.delenv("BATCHRL_COMPILATION_CACHE", raising=False)
+  try:
+    jax.config.update("jax_compilation_cache_dir", None)
+    monkeypatch.setenv("BATCHRL_CACHE_DIR", str(tmp_path / "first"))
+    prefer_compilation_cache()
+    assert compilation_cache.settings() == (str(tmp_path / "first"),
+                                            compilation_cache.MIN_COMPILE_SECONDS)
+    monkeypatch.setenv("BATCHRL_CACHE_DIR", str(tmp_path / "second"))
+    prefer_compilation_cache()  # a directory is set (the user's, or an earlier agent's)
+    assert compilation_cache.settings()[0] == str(tmp_path / "first")
+    jax.config.update("jax_compilation_cache_dir", None)
+    monkeypatch.setenv("BATCHRL_COMPILATION_CACHE", "0")
+    prefer_compilation_cache()
+    assert not compilation_cache.settings()[0]
+  finally:
+    jax.config.update("jax_compilation_cache_dir", saved[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])

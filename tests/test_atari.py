@@ -355,7 +355,7 @@ def test_ppo_atari_trains_and_evaluates_through_the_cli(tmp_path):
   metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
   assert metrics, "no report written"
   videos = tmp_path / "videos"
-  command = [sys.executable, "-m", "batchrl", "visualize", "--logdir", str(run_dir), "--outdir",
+  command = [sys.executable, "-m", "batchrl", "visualize", str(run_dir), "--outdir",
              str(videos), "--num-episodes", "1"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -157,10 +157,15 @@ def test_evaluation_plays_its_episodes_spread_over_the_envs(cartpole):
 
 
 @pytest.mark.gymnax
-def test_evaluation_stops_at_its_cap(cartpole):
+def test_evaluation_stops_at_its_cap_and_scores_the_episodes_it_cut(cartpole):
+  """No episode finishes in 3 steps: each env's running one counts as cut there (CartPole
+  pays 1 a step: score 3, length 3), not NaN."""
   *_, sim, evaluate = cartpole
   stats = jax.device_get(evaluate[10](sim, 3))
-  assert stats["eval_steps"] == 3 and stats["episodes"] == 0 and np.isnan(stats["mean_score"])
+  assert stats["eval_steps"] == 3 and stats["episodes"] == 0 and stats["cut_episodes"] == 4
+  assert stats["mean_score"] == 3.0 and stats["mean_length"] == 3.0
+  full = jax.device_get(evaluate[None](sim))
+  assert full["cut_episodes"] == 0 and full["episodes"] == 4
 
 
 @pytest.mark.gymnax

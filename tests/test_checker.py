@@ -146,3 +146,24 @@ def test_tensorforce_environment_without_seed_is_checked_with_a_warning():
 
   with pytest.warns(UserWarning, match="takes no seed, so determinism was not checked"):
     assert check_env(Legacy(seeded=False)) == []
+
+
+def test_the_report_is_a_list_that_prints_readably():
+  report = check_env(gym.make("CartPole-v1"))
+  assert report == [] and not report and len(report) == 0 and isinstance(report, list)
+  assert str(report) == repr(report) == "check_env: no problems found with CartPole-v1"
+  assert str(check_env(GoodEnv())) == "check_env: no problems found with GoodEnv"
+  with pytest.warns(UserWarning):
+    report = check_env(SeveralProblems(), warn=True)
+  assert report and isinstance(report, list) and all(isinstance(p, str) for p in report)
+  lines = repr(report).splitlines()
+  assert lines[0] == f"check_env found {len(report)} problem(s) with SeveralProblems:"
+  assert lines[1:] == [f"  {i}. {problem}" for i, problem in enumerate(report, 1)]
+  assert list(report) == report and report + [] == list(report)  # list operations as before
+
+
+def test_the_error_lists_what_the_report_prints():
+  with pytest.raises(EnvCheckError) as info:
+    check_env(SeveralProblems())
+  assert str(info.value) == str(info.value.problems)
+  assert str(info.value).startswith("check_env found")

@@ -137,9 +137,9 @@ def test_visualize_refuses_without_checkpoint_unless_allowed(tmp_path, capsys):
   run_dir = tmp_path / "T-cartpole_fused"
   experiment.prepare_run(run_dir, exp, [])
   out = tmp_path / "videos"
-  assert main(["visualize", "--logdir", str(run_dir), "--outdir", str(out)]) == 2
+  assert main(["visualize", str(run_dir), "--outdir", str(out)]) == 2
   assert "--allow-untrained" in capsys.readouterr().err
-  assert main(["visualize", "--logdir", str(run_dir), "--outdir", str(out),
+  assert main(["visualize", "--run", str(run_dir), "--outdir", str(out),
                "--allow-untrained"]) == 0
   assert json.loads((out / "episodes.json").read_text())["checkpoint"] == "untrained"
 
@@ -148,7 +148,7 @@ def test_visualize_refuses_without_checkpoint_unless_allowed(tmp_path, capsys):
 @pytest.mark.slow
 def test_visualize_writes_an_mp4_per_episode(fused_run, tmp_path):
   out = tmp_path / "videos"
-  assert main(["visualize", "--logdir", str(fused_run), "--outdir", str(out),
+  assert main(["visualize", str(fused_run), "--outdir", str(out),
                "--num-episodes", "2"]) == 0
   stats = json.loads((out / "episodes.json").read_text())
   assert stats["checkpoint"] == "step 4096" and len(stats["episodes"]) == 2
@@ -228,8 +228,8 @@ def test_train_on_env_reporting_action_masks(tmp_path):
 ])
 def test_user_mistakes_are_one_line_and_leave_nothing(argv, message, tmp_path, capsys):
   logdir = tmp_path / "logs"
-  flag = "--logdir"
-  argv = argv + [flag, str(logdir if argv[0] == "train" else logdir / "no-run")]
+  argv = argv + (["--logdir", str(logdir)] if argv[0] == "train" else
+                 ["--run", str(logdir / "no-run")])
   assert main(argv) == 2
   err = capsys.readouterr().err.strip()
   assert message in err and len(err.splitlines()) <= 3 and "Traceback" not in err
@@ -271,3 +271,78 @@ def test_without_gymnax_a_fused_config_names_the_extra(tmp_path, capsys, monkeyp
   err = capsys.readouterr().err
   assert 'pip install "batchrl[gymnax]"' in err and "CartPole-v1" in err
   assert not list(tmp_path.iterdir())  # refused before a run directory was made
+
+
+# --------------------------------------------------------------------------- RUN and --logdir
+# --logdir is where runs go (train, tune); visualize, export and plot read a run: RUN or --run.
+
+OLD_SPELLING = ("batchrl {}: warning: --logdir RUN is the old spelling here; give the run "
+                "directory as RUN or --run RUN (--logdir is where train and tune put runs)")
+
+
+@pytest.fixture
+def called(monkeypatch):
+  """The run each command was asked to read (the commands themselves are tested above)."""
+  from batchrl import export_run, visualize
+  runs = []
+  monkeypatch.setattr(visualize, "visualize",
+                      lambda run, outdir, **kw: runs.append(run) or {"episodes": []})
+  monkeypatch.setattr(export_run, "export_run",
+                      lambda run, out, **kw: runs.append(run) or (out, "step 1"))
+  return runs
+
+
+@pytest.mark.parametrize("command, rest", [("visualize", ["--outdir", "videos"]),
+                                           ("export", ["--out", "policy.onnx"])])
+def test_a_run_is_given_as_run_or_dash_dash_run_and_the_old_logdir_warns(command, rest, called,
+                                                                           capsys):
+  assert main([command, "runs/T0-cartpole", *rest]) == 0
+  assert main([command, *rest, "--run", "runs/T1-cartpole"]) == 0
+  assert capsys.readouterr().err == ""
+  assert main([command, "--logdir", "runs/T2-cartpole", *rest]) == 0
+  assert capsys.readouterr().err == OLD_SPELLING.format(command) + "\n"  # one line
+  assert called == ["runs/T0-cartpole", "runs/T1-cartpole", "runs/T2-cartpole"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["export", "--out", "p.onnx"],
+     "give the run directory (LOGDIR/<T>-<config>) as RUN or --run RUN"),
+    (["export", "a", "--run", "b", "--out", "p.onnx"],
+     "give the run directory once, as RUN or --run RUN; got RUN 'a' and --run 'b'"),
+    (["visualize", "a", "--logdir", "b", "--outdir", "v"],
+     "give the run directory once, as RUN or --run RUN; got RUN 'a' and --logdir 'b'"),
+    (["plot"], "give one or more runs: RUN... or --run RUN"),
+    (["plot", "a", "--run", "b"], "give the runs either as RUN... or as --run RUN, not both"),
+])
+def test_no_run_or_two_spellings_of_it_are_usage_errors(argv, message, called, capsys):
+  with pytest.raises(SystemExit) as exit:
+    main(argv)
+  assert exit.value.code == 2
+  err = capsys.readouterr().err
+  assert f"batchrl {argv[0]}: error: {message}" in err and err.startswith("usage: batchrl")
+  assert called == []
+
+
+def test_help_names_run_not_logdir(capsys):
+  from batchrl import cli
+  text = cli.__doc__
+  assert "visualize RUN" in text and "export RUN" in text and "plot RUN..." in text
+  assert "visualize --logdir" not in text and "export --logdir" not in text
+  with pytest.raises(SystemExit):
+    main(["--help"])
+  assert "--logdir is always the directory that holds runs" in capsys.readouterr().out
+  for command in ("visualize", "export", "plot"):
+    with pytest.raises(SystemExit):
+      main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "--run RUN" in out and "LOGDIR/<T>-<config>" in out and "--logdir" not in out
+
+
+def test_a_logdir_given_as_the_run_names_a_run_in_it(tmp_path, capsys):
+  for stamp in ("T0", "T1"):
+    (tmp_path / f"{stamp}-cartpole").mkdir()
+    (tmp_path / f"{stamp}-cartpole" / "config.yaml").write_text("config: cartpole\n")
+  assert main(["export", str(tmp_path), "--out", str(tmp_path / "p.onnx")]) == 2
+  err = capsys.readouterr().err
+  assert f"{tmp_path} holds runs (it is a LOGDIR); give one run directory, e.g. " \
+         f"{tmp_path / 'T1-cartpole'}" in err

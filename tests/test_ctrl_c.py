@@ -8,10 +8,13 @@ import subprocess
 import sys
 import time
 
+import jax
+import numpy as np
 import pytest
 
 from batchrl import checkpoint, configs, experiment
-from batchrl.train import interrupt, loop
+from batchrl.logging import read_metrics
+from batchrl.train import interrupt, loop, schedule
 
 # a long budget, reports every 2 updates, the first scheduled checkpoint only at the end
 LONG = ["--set", "steps=50000000", "--set", "report_every=8192", "--set", "num_envs=32",
@@ -71,7 +74,7 @@ def test_ctrl_c_checkpoints_and_prints_the_command_that_resumes(tmp_path):
   _ctrl_c(proc)
   err = _finish(proc)
   assert proc.returncode == 130, err
-  assert "Ctrl-C: finishing the current update" in err
+  assert "Ctrl-C: stopping after the update under way" in err
   (run_dir,) = tmp_path.iterdir()
   kept = checkpoint.latest_step(run_dir / "checkpoints")
   assert kept is not None and 0 < kept < 50_000_000
@@ -100,7 +103,7 @@ def test_second_ctrl_c_stops_at_once_and_a_resume_says_there_is_no_checkpoint(tm
   proc = _start(argv)
   _wait_for(proc, r"Starting run")
   _ctrl_c(proc)
-  _wait_for(proc, r"Ctrl-C: finishing the current update")
+  _wait_for(proc, r"Ctrl-C: stopping after the update under way")
   _ctrl_c(proc)
   err = _finish(proc)
   assert proc.returncode == 130, err
@@ -114,18 +117,53 @@ def test_second_ctrl_c_stops_at_once_and_a_resume_says_there_is_no_checkpoint(tm
   assert "Resuming" not in seen
 
 
+def _leaves(sim) -> list[np.ndarray]:
+  return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                     else x) for x in jax.tree.leaves(sim)]
+
+
 @pytest.mark.gymnax
-def test_loop_checkpoints_and_returns_when_asked_to_stop(tmp_path):
+def test_a_stop_ends_the_phase_after_the_update_under_way_and_resuming_is_exact(tmp_path,
+                                                                                 monkeypatch):
+  """Asked to stop, the loop stops after the compiled call under way (the first call of a
+  phase is one update), checkpoints there and returns; the resumed run (here in calls of
+  one update each) reports, evaluates and checkpoints at the steps of a run never stopped,
+  and ends in the same state, bit for bit."""
   exp = configs.apply_overrides(configs.get("cartpole_fused"), [
-      "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=8192", "report_every=512",
-      "checkpoint_every=8192", "eval_every=8192", "batch_size=128"])
-  trainer = experiment.Trainer(exp, tmp_path)
+      "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=2048", "report_every=1024",
+      "checkpoint_every=2048", "eval_every=2048", "batch_size=128", "eval_steps=50"])
+  straight = experiment.Trainer(exp, tmp_path / "straight")  # updates of 256 steps
+  loop.run(straight, progress=False, use_tensorboard=False)  # a phase: one call of 4
+
+  stopped = experiment.Trainer(exp, tmp_path / "stopped")
   asked = []
-  result = loop.run(trainer, progress=False, use_tensorboard=False,
-                    stop=lambda: asked.append(1) or len(asked) >= 2)
-  assert result == {}  # stopped before the evaluation due at the end
-  assert trainer.step == 1024
-  assert [c.step for c in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == [1024]
+  result = loop.run(stopped, progress=False, use_tensorboard=False,
+                    stop=lambda: asked.append(1) or True)
+  assert result == {} and stopped.step == 256  # no evaluation: it was not due
+  assert [c.step for c in checkpoint.list_checkpoints(tmp_path / "stopped" / "checkpoints")
+          ] == [256]
+  monkeypatch.setattr(schedule, "CALL_SECONDS", 0.0)  # every call one update
+  resumed = experiment.Trainer(exp, tmp_path / "stopped")
+  loop.run(resumed, progress=False, use_tensorboard=False, stop=lambda: False)
+
+  def reports(run, phase):
+    return [r["step"] for r in read_metrics(tmp_path / run) if r["phase"] == phase]
+  assert reports("straight", "train") == [1024, 2048]
+  assert reports("stopped", "train") == [256, 1024, 2048]  # the stop's own report, then aligned
+  assert reports("stopped", "eval") == reports("straight", "eval") == [2048]
+  assert read_metrics(tmp_path / "stopped")[-1]["mean_score"] == \
+      read_metrics(tmp_path / "straight")[-1]["mean_score"]
+  for a, b in zip(_leaves(straight.sim), _leaves(resumed.sim)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_phase_is_cut_into_calls_of_about_call_seconds_and_phases_end_on_report_steps():
+  assert schedule.call_length(10, None) == 1  # not timed yet (the first call compiles too)
+  assert schedule.call_length(1000, schedule.CALL_SECONDS / 40) == 40
+  assert schedule.call_length(10, 1e-6) == 10  # never past the phase
+  assert schedule.call_length(10, 30.0) == 1  # one slow update: one call each
+  plan = {"total": 10, "report": 4}
+  assert [schedule.phase_length(plan, i) for i in (0, 1, 4, 7, 8, 9)] == [4, 3, 4, 1, 2, 1]
 
 
 def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
@@ -157,7 +195,7 @@ def test_the_resume_command_keeps_every_train_flag():
   parser = cli._parser()
   argv = ["train", "--config", "cartpole", "--logdir", "my runs", "--seed", "3", "--seeds", "2",
           "--set", "steps=10", "--set", "num_envs=4", "--no-progress", "--no-tensorboard",
-          "--ray", "--address", "head:6379", "--runners", "2", "--envs-per-runner", "3",
+          "--track", "--ray", "--address", "head:6379", "--runners", "2", "--envs-per-runner", "3",
           "--max-restarts", "4", "--runner-timeout", "5.0"]
   args = parser.parse_args(argv)
   resume = shlex.split(cli._resume_command(args, "T1"))

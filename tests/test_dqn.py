@@ -483,11 +483,12 @@ def test_example_agent_specs_build(name):
   assert model.name == spec["type"] and model.period == 4
 
 
-def cartpole_progress(config: DQNConfig, seeds: int, evals: int, iterations: int):
+def cartpole_progress(config: DQNConfig, seeds: int, evals: int, iterations: int,
+                      seed: int = 0):
   """Fused CartPole-v1 (8 envs), ``seeds`` runs vmapped: greedy returns before training and
   after each of ``evals`` chunks of ``iterations`` iterations, ``[evals + 1, seeds]``."""
   kit = fused_kit("CartPole-v1", 8, make_dqn(config), eval_steps=500, num_seeds=seeds)
-  scores, infos = learning_curve(kit, kit.init(0), evals, iterations)
+  scores, infos = learning_curve(kit, kit.init(seed), evals, iterations)
   assert infos["loss"].shape == (seeds, iterations)
   return scores
 
@@ -522,13 +523,14 @@ def test_minatar_config_uses_the_json_conv_network():
 
 
 @pytest.mark.gymnax
-def test_learns_cartpole_fast():
+def test_learns_cartpole_fast(learning_seed):
   """The dqn_cartpole_fused settings with a 64x64 network and half the gradient steps, 2
   seeds vmapped, 10k steps (a few seconds after compiling): greedy returns go from about
   10 (untrained) to well above."""
   config = named("dqn_cartpole_fused").config.replace(hidden_layers=(64, 64),
                                                       repeat_update=64)
-  scores = cartpole_progress(config, seeds=2, evals=1, iterations=40)  # 40 x 256 steps
+  scores = cartpole_progress(config, seeds=2, evals=1, iterations=40,  # 40 x 256 steps
+                             seed=learning_seed)
   before, after = scores
   assert (after > 50).all() and (after > 3 * before).all(), scores
 

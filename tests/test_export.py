@@ -6,6 +6,7 @@ actions, to 1e-4 for float ones.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import gymnasium as gym
@@ -17,13 +18,15 @@ from batchrl import Agent
 from batchrl.cli import main
 from batchrl.errors import UserInputError
 from batchrl.export_run import _wrapper_maps
-from batchrl.train.build import build_model, make_host_env
+from batchrl.train import fused
+from batchrl.train.build import build_env, build_model, close_env, make_host_env
+from batchrl.train.rundir import restore_sim
 from batchrl.visualize import load_agent_state, load_experiment
 from tests.agents.conftest import AGENTS, NETWORK, run_steps
 
 ort = pytest.importorskip("onnxruntime")  # the `export` extra
 
-FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac")
+FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac", "pqn")
 # Keys besides the contract table's, and act/observe steps before export, where the policy
 # reads running statistics (observation normalization) that should move off their start.
 EXTRA_KEYS = {"ppo": dict(normalize_observations=True)}
@@ -159,12 +162,12 @@ def run_actions(run_dir, step, states):
 def test_batchrl_export_of_a_run_directory_acts_as_its_checkpoint(fused_run, tmp_path, capsys):
   states = random_states(gym.make("CartPole-v1").observation_space, k=128)
   out = tmp_path / "policy.onnx"
-  assert main(["export", "--logdir", str(fused_run), "--out", str(out)]) == 0
+  assert main(["export", str(fused_run), "--out", str(out)]) == 0
   assert "step 2048" in capsys.readouterr().out
   assert_same_actions(run_onnx(out, {"states": states})["actions"],
                       run_actions(fused_run, 2048, states))
   older = tmp_path / "older.jax"
-  assert main(["export", "--logdir", str(fused_run), "--out", str(older), "--checkpoint",
+  assert main(["export", str(fused_run), "--out", str(older), "--checkpoint",
                "1024", "--format", "jax"]) == 0
   exported = jax.export.deserialize(older.read_bytes())
   assert_same_actions(np.asarray(exported.call(states)), run_actions(fused_run, 1024, states))
@@ -172,10 +175,10 @@ def test_batchrl_export_of_a_run_directory_acts_as_its_checkpoint(fused_run, tmp
 
 @pytest.mark.gymnax
 @pytest.mark.parametrize("args, message", [
-    (["--logdir", "{tmp}/missing"], "is not a directory"),
-    (["--logdir", "{empty}"], "no checkpoint"),
-    (["--logdir", "{run}", "--checkpoint", "7"], "steps there: 1024, 2048"),
-    (["--logdir", "{run}", "--format", "tflite"], "unknown export format 'tflite'"),
+    (["{tmp}/missing"], "is not a directory"),
+    (["{empty}"], "no checkpoint"),
+    (["{run}", "--checkpoint", "7"], "steps there: 1024, 2048"),
+    (["{run}", "--format", "tflite"], "unknown export format 'tflite'"),
 ])
 def test_batchrl_export_refuses_bad_input_in_one_line(fused_run, tmp_path, capsys, args,
                                                       message):
@@ -187,6 +190,56 @@ def test_batchrl_export_refuses_bad_input_in_one_line(fused_run, tmp_path, capsy
   err = capsys.readouterr().err
   assert message in err and len(err.strip().splitlines()) == 1, err
   assert not (tmp_path / "p.onnx").exists()
+
+
+@pytest.fixture(scope="module")
+def seeds_run(tmp_path_factory):
+  """A tiny ``batchrl train --seeds 2`` run of pqn_cartpole_fused: two agents stacked in
+  each checkpoint."""
+  logdir = tmp_path_factory.mktemp("seeds")
+  assert main(["train", "--config", "pqn_cartpole_fused", "--logdir", str(logdir),
+               "--timestamp", "T0", "--seeds", "2", "--set", "steps=512", "--set",
+               "report_every=512", "--set", "eval_every=512", "--set", "checkpoint_every=512",
+               "--set", "num_envs=8", "--set", "rollout_length=16", "--set",
+               "num_minibatches=2", "--set", "update_epochs=1", "--set", "eval_steps=20",
+               "--set", "hidden_layers=[8]", "--no-tensorboard", "--no-progress"]) == 0
+  return logdir / "T0-pqn_cartpole_fused"
+
+
+@pytest.mark.gymnax
+def test_a_run_of_several_seeds_exports_the_one_asked_for(seeds_run, tmp_path, capsys):
+  """Each ``--seed-index`` exports that agent of the stack (its actions: the stacked
+  state's lane, acted on by vmap); by default the first; an index out of range is one
+  line naming the valid ones."""
+  exp = load_experiment(seeds_run)
+  model = build_model(exp)
+  env = build_env(dataclasses.replace(exp.run, num_workers=0))
+  template = fused.init_sim(env, model, jax.random.key(0), 2)
+  close_env(env)
+  stacked = restore_sim(seeds_run / "checkpoints", template, model)[0].agent_state
+  states = random_states(gym.make("CartPole-v1").observation_space, k=128)
+  lanes = np.asarray(jax.vmap(lambda s: model.act(s, states, jax.random.key(0), True)[0])(
+      stacked))
+  for index, args in ((0, []), (0, ["--seed-index", "0"]), (1, ["--seed-index", "1"])):
+    out = tmp_path / f"policy{index}.onnx"
+    assert main(["export", str(seeds_run), "--out", str(out), *args]) == 0
+    assert f"seed index {index} of 2" in capsys.readouterr().out
+    assert_same_actions(run_onnx(out, {"states": states})["actions"], lanes[index])
+  assert main(["export", str(seeds_run), "--out", str(tmp_path / "p.onnx"),
+               "--seed-index", "2"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.endswith("--seed-index 2: this run trained 2 agents at once (--seeds 2); give "
+                      "an index from 0 to 1.") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.gymnax
+def test_a_run_of_one_agent_refuses_a_seed_index_but_zero(fused_run, tmp_path, capsys):
+  assert main(["export", str(fused_run), "--out", str(tmp_path / "p.onnx"),
+               "--seed-index", "1"]) == 2
+  assert ("--seed-index 1: this run trained one agent (it was not trained with --seeds K); "
+          "leave --seed-index out.") in capsys.readouterr().err
+  assert main(["export", str(fused_run), "--out", str(tmp_path / "p.onnx"),
+               "--seed-index", "0"]) == 0
 
 
 def test_onnx_export_without_the_extra_says_what_to_install(tmp_path, monkeypatch):
@@ -219,7 +272,7 @@ def test_a_gymnasium_backend_run_exports_a_policy_for_the_raw_env(tmp_path):
   assert main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--timestamp",
                "T0", *tiny]) == 0
   run_dir = tmp_path / "T0-pendulum"
-  assert main(["export", "--logdir", str(run_dir), "--out", str(tmp_path / "p.onnx")]) == 0
+  assert main(["export", str(run_dir), "--out", str(tmp_path / "p.onnx")]) == 0
   exp = load_experiment(run_dir)
   model = build_model(exp)
   state, _ = load_agent_state(exp, run_dir, model, None, False, 0)

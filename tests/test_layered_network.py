@@ -6,9 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import linen as nn
 
 from batchrl.networks import (
     InputSpec, NetworkSpecError, build_network, input_specs_from_space, validate_network_spec)
+from batchrl.networks.conv import Conv, convolve
 
 RNG = np.random.default_rng(0)
 KEY = jax.random.key(0)
@@ -89,6 +91,64 @@ def test_conv2d_and_pool2d_shapes():
   assert params["layers_0_conv2d"]["kernel"] == (3, 2, 3, 6)
   assert out == (2, 8) and network.output_size == 8
   assert network.plan.branches[0].layers[0].opt("activation") == "relu"  # the conv default
+
+
+@pytest.mark.parametrize("shape, window, stride, padding", [
+    ((3, 10, 10, 4), (3, 3), (1, 1), "VALID"),  # MinAtar's conv
+    ((2, 9, 7, 3), (3, 2), (2, 1), "SAME"),
+    ((2, 12, 3), (3,), (2,), "SAME")])
+def test_conv_is_flax_conv_same_params_values_and_gradients(shape, window, stride, padding):
+  """Patches times kernel (the CPU path) and XLA's convolution both equal ``nn.Conv``: the
+  parameter tree and initial values exactly (checkpoints load across), outputs and
+  gradients to float rounding."""
+  x = jnp.asarray(floats(*shape))
+  flax_conv = nn.Conv(5, window, strides=stride, padding=padding, name="c")
+  ours = Conv(5, window, stride, padding, name="c")
+  params = flax_conv.init(KEY, x)
+  assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), params,
+                                   ours.init(KEY, x)))
+  params = jax.tree.map(lambda a: a + jnp.asarray(floats(*a.shape)), params)  # a nonzero bias
+  expected = np.asarray(flax_conv.apply(params, x))
+  kernel = params["params"]["kernel"]
+  for patches in (True, False):
+    out = np.asarray(convolve(x, kernel, stride, padding, patches=patches))
+    np.testing.assert_allclose(out + np.asarray(params["params"]["bias"]), expected,
+                               rtol=1e-5, atol=1e-5)
+    grad = jax.grad(lambda k: jnp.sum(jnp.sin(convolve(x, k, stride, padding,
+                                                       patches=patches))))(kernel)
+    reference = jax.grad(lambda k: jnp.sum(jnp.sin(flax_conv.apply(
+        {"params": {"kernel": k, "bias": jnp.zeros(5)}}, x))))(kernel)
+    np.testing.assert_allclose(grad, reference, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(ours.apply(params, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def layer_norm_reference(x, scale, bias, epsilon):
+  mean = x.mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + epsilon) * scale + bias
+
+
+def test_layer_norm_normalizes_the_last_axis_as_numpy():
+  x = floats(3, 5) * 4 + 2
+  _, params, _, out = run([{"type": "layer_norm"}], InputSpec((5,), "float"), x)
+  assert jax.tree.map(np.shape, params) == {"layers_0_layer_norm": {"bias": (5,),
+                                                                    "scale": (5,)}}
+  np.testing.assert_allclose(out, layer_norm_reference(x, 1.0, 0.0, 1e-6), rtol=1e-4,
+                             atol=1e-5)
+  # a conv output: over the channels at each position; learned scale and bias, epsilon
+  image = floats(2, 3, 3, 4)
+  spec = [{"type": "layer_norm", "epsilon": 0.5}, {"type": "nonlinearity", "name": "relu"}]
+  network = build_network(spec, InputSpec((3, 3, 4), "float"))
+  params = {"layers_0_layer_norm": {"scale": jnp.asarray(floats(4)),
+                                    "bias": jnp.asarray(floats(4))}}
+  _, out = jax.jit(network.apply)(params, (), image)
+  norm = params["layers_0_layer_norm"]
+  expected = np.maximum(layer_norm_reference(image, np.asarray(norm["scale"]),
+                                             np.asarray(norm["bias"]), 0.5), 0)
+  assert out.shape == (2, 36)
+  np.testing.assert_allclose(out, expected.reshape(2, 36), rtol=1e-4, atol=1e-5)
+  _, params, _ = shapes([{"type": "layer_norm", "scale": False, "bias": False}],
+                        InputSpec((5,), "float"), x)
+  assert params == {}
 
 
 def test_max_pool_values_and_global_pooling():
@@ -312,6 +372,9 @@ def test_input_specs_from_spaces():
     ([{"type": "conv2d", "size": 2, "window": 5, "padding": "valid"}],
      InputSpec((3, 3, 1), "float"), r"larger than its input"),
     ([{"type": "gru", "size": 2}], InputSpec((3, 2), "float"), r"add \{'type': 'flatten'\}"),
+    ([{"type": "layer_norm"}], InputSpec((), "float"),
+     r"network\[0\]: layer 0 \(layer_norm\) needs an input with a feature axis, got a scalar"),
+    ([{"type": "layer_norm", "epsilon": 0}], VEC, r"key 'epsilon' must be a number > 0, got 0"),
     ({"type": "dense", "size": 3}, VEC, r"a layered network is a list"),
     ("mlp", VEC, r"must be 'auto'"),
 ])

@@ -1,5 +1,6 @@
 """`batchrl plot`: curves read from metrics.jsonl, seeds as mean and band, clear errors."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -84,3 +85,72 @@ def test_a_run_with_one_report_draws_a_visible_point(tmp_path, capsys):
   blue = np.all(np.abs(pixels - np.array([0x1f, 0x77, 0xb4]) / 255) < 0.08, axis=-1)
   height, width = blue.shape
   assert blue[height // 3:2 * height // 3, width // 3:2 * width // 3].sum() > 10
+
+
+def _run_started_at(path, name: str, started: float, report_seconds: list[float]):
+  """A run whose config.yaml was written at ``started`` and whose evaluations (steps 100,
+  200, ...) were reported ``report_seconds`` after it; its records."""
+  run = _write_run(path, [
+      {"step": 100 * (i + 1), "phase": "eval", "wall_time": started + t, "mean_score": i + 1.0}
+      for i, t in enumerate(report_seconds)])
+  (run / "config.yaml").write_text(f"config: {name}\n")
+  os.utime(run / "config.yaml", (started, started))
+  return run, plot.read_records(run)
+
+
+def test_time_counts_from_the_runs_start_not_its_first_report(tmp_path):
+  """config.yaml is written as the run starts; building envs and compiling before the first
+  report (here 2 minutes) show on the time axis."""
+  started = 1_000_000.0
+  run, records = _run_started_at(tmp_path / "T-a", "a", started, [120, 180])
+  assert plot.run_start(run, records) == started
+  (curve,) = plot.curves("a", records, "mean_score", "time", plot.run_start(run, records))
+  np.testing.assert_allclose(curve.x, [2.0, 3.0])
+  # a copy that did not keep file times (config.yaml newer than the reports): the first report
+  os.utime(run / "config.yaml", (started + 500, started + 500))
+  assert plot.run_start(run, records) == started + 120
+  (run / "config.yaml").unlink()  # metrics.jsonl alone: the first report
+  assert plot.run_start(run, records) == started + 120
+
+
+def test_a_resumed_run_keeps_counting_from_its_first_start(tmp_path):
+  """Time since the first start, the stopped hour included: the curve jumps across it
+  (stopped after step 100, resumed an hour later)."""
+  started = 2_000_000.0
+  run, records = _run_started_at(tmp_path / "T-r", "r", started, [60, 3720])
+  (curve,) = plot.curves("r", records, "mean_score", "time", plot.run_start(run, records))
+  np.testing.assert_allclose(curve.x, [1.0, 62.0])
+
+
+def test_the_time_axis_of_the_command_starts_at_the_run_start(tmp_path):
+  pytest.importorskip("matplotlib")  # the `plot` extra
+  run = _write_run(tmp_path / "T-a", [
+      {"step": s, "phase": "eval", "wall_time": 5000.0 + 60 * s, "mean_score": float(s)}
+      for s in (1, 2, 3)])
+  (run / "config.yaml").write_text("config: a\n")
+  os.utime(run / "config.yaml", (5000.0, 5000.0))
+  (axes,) = plot.figure([str(run)], x="time").axes
+  np.testing.assert_allclose(axes.lines[0].get_xdata(), [1.0, 2.0, 3.0])
+  assert axes.get_xlabel() == "minutes since the run started"
+
+
+def test_runs_are_given_as_arguments_or_with_dash_dash_run(tmp_path, capsys):
+  pytest.importorskip("matplotlib")  # the `plot` extra
+  runs = [_write_run(tmp_path / name, [{"step": 1, "phase": "eval", "wall_time": 0.0,
+                                        "mean_score": 1.0}]) for name in ("T0-a", "T1-a")]
+  out = tmp_path / "p.png"
+  assert main(["plot", "--run", str(runs[0]), "--run", str(runs[1]), "--out", str(out)]) == 0
+  assert out.is_file() and capsys.readouterr().err == ""
+  out.unlink()
+  assert main(["plot", *map(str, runs), "--out", str(out)]) == 0
+  assert out.is_file()
+
+
+def test_reports_with_a_null_metric_are_gaps_without_warnings(tmp_path, recwarn):
+  """An evaluation in which no episode ended logs mean_score null."""
+  run = _write_run(tmp_path / "T-n", [
+      {"step": 1, "phase": "eval", "wall_time": 0.0, "mean_score": None},
+      {"step": 2, "phase": "eval", "wall_time": 1.0, "mean_score": 3.0}])
+  (curve,) = plot.curves("n", plot.read_records(run), "mean_score", "steps")
+  np.testing.assert_array_equal(curve.mean, [np.nan, 3.0])
+  assert [str(w.message) for w in recwarn] == []

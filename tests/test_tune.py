@@ -448,9 +448,9 @@ def test_resume_continues_without_repeating_finished_trials(search_dir, tmp_path
   tune_dir = logdir / "T-cartpole_fused-tune"
   calls = []
 
-  def ctrl_c():  # asked after every train phase but a run's last: 3 in trial 0, then trial 1
-    calls.append(1)
-    return len(calls) == 5  # trial 1 after its second phase: it checkpoints at 1024
+  def ctrl_c():  # like Ctrl-C, true from then on. Asked after each update (a phase here) and
+    calls.append(1)  # after each phase but a run's last: 4 + 3 in trial 0, then trial 1
+    return len(calls) >= 10  # trial 1 after its second update: it checkpoints at 1024
 
   with pytest.raises(KeyboardInterrupt):
     search("cartpole_fused", SPACE, trials=2, logdir=logdir, timestamp="T", overrides=TINY,
@@ -579,3 +579,82 @@ def test_parts_split_a_group_into_equal_padded_parts_and_join_the_real_lanes():
   assert [parts.locate(i) for i in range(5)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
   assert LaneSplit.for_backend(1).count == 1
   assert LaneSplit.for_backend(16).count == min(16, usable_cpus())  # the CPU backend here
+
+
+def _host_leaves(tree) -> list[np.ndarray]:
+  import jax
+  return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                     else x) for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.gymnax
+def test_a_trial_in_a_group_is_the_trial_alone_up_to_the_rounding_of_batched_arithmetic():
+  """What makes a grouped trial differ from the same values alone is float rounding alone:
+  after an update its keys, env states and observations are the solo run's bit for bit and
+  its agent state is within rounding (measured: 2e-7, a relative 4e-6); the same program
+  with the value traced but not vmapped equals the solo run exactly, so neither the traced
+  config nor the keys differ, only XLA's batched (vmapped) arithmetic. Training amplifies
+  the rounding: the evaluations of longer runs differ (README, batchrl tune)."""
+  import jax
+  from batchrl import programs
+  from batchrl.agents.families import family
+  from batchrl.train import fused
+  from batchrl.train.build import build_env
+  from batchrl.tune.batched import GroupPrograms, traced_config
+
+  base = configs.apply_overrides(configs.get("cartpole_fused"), TINY)
+  lrs = [1.3e-3, 2.7e-3]
+  env = build_env(base.run)
+  group = GroupPrograms(base, env)
+  values = {"learning_rate": jnp.asarray(lrs, jnp.float32)}
+  grouped = group.init(values, jax.random.key(base.run.seed))
+  grouped, _ = group.chunk(values, grouped, jnp.int32(1), 1)
+  mine = jax.tree.map(lambda x: x[0], grouped)  # the first trial's lane
+
+  exp = configs.apply_overrides(base, [f"learning_rate={lrs[0]}"])
+  make = family(exp.agent).make
+  start = fused.init_sim(env, make(exp.config), jax.random.key(exp.run.seed))
+  alone, _ = fused.make_run_chunk(env, make(exp.config))(start, 1)  # as LocalTrainer runs it
+  for a, b in zip(_host_leaves(alone._replace(agent_state=())),
+                  _host_leaves(mine._replace(agent_state=()))):
+    np.testing.assert_array_equal(a, b)  # keys, env states, observations, returns
+  for a, b in zip(_host_leaves(alone.agent_state), _host_leaves(mine.agent_state)):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+  def traced(lr, sim):
+    agent = make(traced_config(exp.config, {"learning_rate": lr}))
+    return fused.loop_iterations(fused.make_iteration(env, agent))(sim, jnp.int32(1), 1)[0]
+  unbatched = programs.jit(traced, "loop")(jnp.float32(lrs[0]), start)
+  for a, b in zip(_host_leaves(alone), _host_leaves(unbatched)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_each_score_line_of_a_batched_trial_names_its_trial(tmp_path, caplog):
+  from batchrl.logging import RunLogger
+  from batchrl.tune.batched import TrialLogger
+  with caplog.at_level(logging.INFO, logger="batchrl"):
+    with TrialLogger(3, tmp_path / "3", False) as trial, RunLogger(tmp_path / "x", False) as plain:
+      trial.report(512, "train", {"mean_score": 21.5})
+      trial.report(512, "eval", {"mean_score": 9.0, "episodes": 8})
+      plain.report(512, "train", {"mean_score": 1.0})  # after it: no mark left behind
+  assert caplog.messages == ["trial 3: Score 21.5 (train, step 512)",
+                             "trial 3: Score 9 (eval, step 512)",
+                             "Score 1 (train, step 512)"]
+
+
+@pytest.mark.gymnax
+@pytest.mark.slow
+def test_a_stopped_group_stops_after_the_update_under_way(tmp_path):
+  """``stop`` (the first Ctrl-C) ends a group of trials after its compiled call under way
+  (the first is one update), not at the end of its train phase (here the whole budget):
+  the group starts again on resume, so nothing is lost by not finishing it."""
+  from batchrl.tune import search
+  calls = []
+  with pytest.raises(KeyboardInterrupt):
+    search("cartpole_fused", SPACE, trials=2, logdir=tmp_path, timestamp="T",
+           overrides=[*TINY, "report_every=2048", "eval_every=2048"], sampler="random",
+           seed=0, pruner="none", tensorboard=False, batch_trials=2,
+           stop=lambda: calls.append(1) or True)
+  assert len(calls) == 1
+  for n in (0, 1):  # stopped before the phase's report
+    assert read_metrics(tmp_path / "T-cartpole_fused-tune" / "trials" / str(n)) == []

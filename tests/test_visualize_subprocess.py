@@ -19,7 +19,7 @@ def test_visualize_writes_videos_without_forking_a_jax_process(tmp_path):
   run_dir, out = tmp_path / "T-cartpole_fused", tmp_path / "videos"
   experiment.prepare_run(run_dir, exp, [])
   proc = subprocess.run(
-      [sys.executable, "-m", "batchrl.cli", "visualize", "--logdir", str(run_dir),
+      [sys.executable, "-m", "batchrl.cli", "visualize", str(run_dir),
        "--outdir", str(out), "--allow-untrained", "--num-episodes", "2"],
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr

@@ -437,14 +437,14 @@ def test_episodes_longer_than_the_limit_are_cut_and_counted(episode_agent):
 
 
 @pytest.mark.gymnax
-def test_cartpole_learns_from_whole_episodes_and_drops_no_step():
+def test_cartpole_learns_from_whole_episodes_and_drops_no_step(learning_seed):
   """Fused CartPole, 16 episodes or more per update (no baseline: it compiles in half the
   time and learns as fast here): every stored step is learned from
   exactly once or still waits in the buffer, and so is every finished episode."""
   config = dataclasses.replace(cartpole_fused(), batch_unit="episodes", batch_episodes=16,
                                max_episode_timesteps=500, baseline_mode="none")
   kit = fused_kit("CartPole-v1", 16, make_vpg(config), eval_steps=500)
-  sim, infos = train_chunks(kit, kit.init(0), 4, CHUNK)
+  sim, infos = train_chunks(kit, kit.init(learning_seed), 4, CHUNK)
   state = sim.agent_state
   stored = 4 * CHUNK * config.rollout_length * 16
   assert infos["steps_used"].sum() + infos["steps_carried"][-1] == stored

@@ -3,7 +3,8 @@
 
 An agent or network may be given as a JSON file; a mistake in it names the file
 (``naming_spec_files``). The spec is passed through JSON once (``jsonable``), so what is
-saved is exactly what was built, and two specs compare as their sorted JSON.
+saved is exactly what was built, and two specs compare as their sorted JSON. What a spec
+built, network by network, is ``describe_networks`` (``Agent.summary``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from batchrl.configclass import ConfigError
@@ -103,6 +105,40 @@ def env_specs(environment) -> tuple[dict, dict, int | None]:
     return env.states, env.actions, getattr(spec, "max_episode_steps", None)
   finally:
     env.close()
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def describe_networks(params) -> list[str]:
+  """One line per network of a model's ``params`` (arrays or shape structs): its name (the
+  first key under ``params``), parameter count and weight shapes by layer path, e.g.
+  ``critic: 183,042 parameters; weights critic_0/MLP_0/Dense_0 65x256, ...``. Target copies
+  (``target_*``) are left out: they repeat the networks."""
+  groups: dict[str, list[tuple[str, tuple]]] = {}
+  counts: dict[str, int] = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    keys = [_key_name(k) for k in path]
+    if not keys or keys[0].startswith("target"):
+      continue
+    name = keys[0]
+    counts[name] = counts.get(name, 0) + int(np.prod(leaf.shape))
+    if keys[-1] in ("kernel", "embedding") and len(leaf.shape) >= 2:
+      groups.setdefault(name, []).append(("/".join(keys[1:-1]), tuple(leaf.shape)))
+  lines = []
+  for name, count in counts.items():
+    layers = ", ".join(f"{path or name} {'x'.join(map(str, shape))}"
+                       for path, shape in groups.get(name, []))
+    counted = f"{count:,} parameter{'s' if count != 1 else ''}"
+    lines.append(f"{name}: {counted}" + (f"; weights {layers}" if layers else ""))
+  return lines
+
+
+def _key_name(key) -> str:
+  for attr in ("key", "name", "idx"):
+    if hasattr(key, attr):
+      return str(getattr(key, attr))
+  return str(key)
 
 
 # ---------------------------------------------------------------------- JSON and files

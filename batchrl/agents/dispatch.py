@@ -1,12 +1,13 @@
-"""Where ``batchrl.Agent``'s compiled calls run: inline on the calling thread, or handed to
-JAX's CPU async dispatch (``prefer_inline_dispatch``)."""
+"""How ``batchrl.Agent``'s programs are compiled and run: their calls inline on the calling
+thread or handed to JAX's CPU async dispatch (``prefer_inline_dispatch``); compiled programs
+kept on disk for the next process (``prefer_compilation_cache``)."""
 from __future__ import annotations
 
 import os
 
 import jax
 
-from batchrl import jax_internals
+from batchrl import compilation_cache, jax_internals
 
 ASYNC_DISPATCH_ENV = "BATCHRL_ASYNC_DISPATCH"  # "1": leave JAX's CPU async dispatch on
 
@@ -28,3 +29,18 @@ def prefer_inline_dispatch() -> None:
   # unknown (None): the update below changes nothing already running
   if not jax_internals.backends_started():
     jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
+def prefer_compilation_cache() -> None:
+  """Keeps compiled programs in JAX's persistent compilation cache, as ``batchrl train``
+  does (``batchrl.compilation_cache``: ``~/.cache/batchrl/xla``; ``BATCHRL_COMPILATION_CACHE=0``
+  keeps it off, ``BATCHRL_CACHE_DIR`` moves it), unless a cache directory is set already
+  (the user's choice, or an earlier agent's).
+
+  An agent's first programs take seconds to compile (SAC on Pendulum: its initial state
+  about 3 s, the act that stores and updates about 5 s, on 2 lightly loaded CPU cores); a
+  later process running the same agent reads them back. JAX reads the setting before its
+  first compilation in a process: set after that, it changes nothing in that process.
+  """
+  if not jax.config.jax_compilation_cache_dir:
+    compilation_cache.enable_from_environment()

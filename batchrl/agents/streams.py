@@ -15,7 +15,8 @@ Everything a checkpoint keeps of this is listed once, in ``COUNTS`` and ``PER_ST
 The scalar path: with one stream, ``act_one`` and ``observe_one`` do the same bookkeeping
 with scalar reads and writes (a numpy slice, mask or reduction costs ~0.2-1 µs, an element
 ~0.04 µs), and decline (None), having changed nothing, where the general path must check,
-raise or plan.
+raise or plan. Rewards and terminals may be Python or numpy scalars or 0-d arrays
+(``scalar_number``, ``terminal_code``): each is stored as the general path stores it.
 """
 from __future__ import annotations
 
@@ -97,26 +98,26 @@ class Streams:
 
   # ------------------------------------------------------------------------ selecting
 
-  def select(self, parallel, k: int, batched: bool):
+  def select(self, parallel, k: int, batched: bool, given: str = "states", shape=None):
     """``(idx, rows)``: the ``int32[k]`` stream indices of an act or observe call, and what
     selects them in the per-stream arrays: a slice when they are ``0..k-1`` (numpy slices
-    cost a fraction of index arrays)."""
+    cost a fraction of index arrays). ``given`` and ``shape`` name what the batch of ``k``
+    was (``states``, ``rewards``...) in the error for more than the agent's streams."""
     n = self.n
     if k <= n and (parallel is None or (batched and isinstance(parallel, list)
                                         and parallel == self.first(k)[1])):
       first = self.first(k)  # validated once, cached
       return first[0], first[2]
-    if parallel is None:
-      idx = np.arange(k)
-    else:
-      idx = np.atleast_1d(np.asarray(parallel))
-      if idx.dtype.kind not in "iu":
-        raise AgentUsageError(f"parallel must be stream indices (ints), got {parallel!r}.")
-      if not batched and idx.shape != (1,):
-        raise AgentUsageError(f"one state was given, so parallel must be one index, got "
-                              f"{parallel!r}.")
-      if len(idx) != k:
-        raise AgentUsageError(f"parallel lists {len(idx)} streams but {k} states were given.")
+    if parallel is None:  # more than the agent's streams
+      raise AgentUsageError(batch_mismatch(n, k, given, shape))
+    idx = np.atleast_1d(np.asarray(parallel))
+    if idx.dtype.kind not in "iu":
+      raise AgentUsageError(f"parallel must be stream indices (ints), got {parallel!r}.")
+    if not batched and idx.shape != (1,):
+      raise AgentUsageError(f"one state was given, so parallel must be one index, got "
+                            f"{parallel!r}.")
+    if len(idx) != k:
+      raise AgentUsageError(f"parallel lists {len(idx)} streams but {k} {given} were given.")
     values = idx.tolist()  # checked in Python: numpy's reductions cost more on small arrays
     if len(set(values)) != len(values):
       raise AgentUsageError(f"parallel has repeated streams: {parallel!r}.")
@@ -137,10 +138,11 @@ class Streams:
 
   # ------------------------------------------------------------------------ acting
 
-  def begin_act(self, parallel, k: int, batched: bool):
-    """``(idx, rows, held)`` of an act of ``k`` streams, after checking that each observed
-    its last act and has not run past the episode limit. ``held`` may be a view."""
-    idx, rows = self.select(parallel, k, batched)
+  def begin_act(self, parallel, k: int, batched: bool, shape=None):
+    """``(idx, rows, held)`` of an act of ``k`` streams (states of ``shape``, for errors),
+    after checking that each observed its last act and has not run past the episode limit.
+    ``held`` may be a view."""
+    idx, rows = self.select(parallel, k, batched, "states", shape)
     acted = self.acted[rows]
     if _any(acted):
       raise AgentUsageError(f"act called twice for stream {int(idx[acted][0])} without "
@@ -222,10 +224,17 @@ class Streams:
       batched = rewards.ndim == 1
     terminals = terminal_codes(terminal)
     k = rewards.shape[0] if batched else 1
-    idx, rows = self.select(parallel, k, batched)
+    if (parallel is None and not isinstance(terminals, int) and terminals.ndim == 1
+        and len(terminals) > max(k, self.n)):
+      raise AgentUsageError(batch_mismatch(self.n, len(terminals), "terminals",
+                                           terminals.shape))
+    idx, rows = self.select(parallel, k, batched, "rewards", rewards.shape)
     if not isinstance(terminals, int) and terminals.shape != (k,):
-      raise AgentUsageError(f"terminal must be one value or {k} values, got shape "
-                            f"{terminals.shape}.")
+      if not batched:
+        raise AgentUsageError(f"reward is one value but terminal has shape "
+                              f"{terminals.shape}; give one terminal per reward.")
+      raise AgentUsageError(f"terminal must be one value or {k} values (one per reward), got "
+                            f"shape {terminals.shape}.")
     if not (all_finite(rewards) if batched else math.isfinite(rewards)):
       raise AgentUsageError(f"reward must be finite, got {reward!r}.")
     acted = self.acted[rows]
@@ -301,9 +310,15 @@ class Streams:
     return taken
 
   def observe_one(self, reward, terminal) -> bool | None:
-    """``observe`` of the one stream for a Python number and a bool/int terminal; None,
-    having changed nothing, where the general path must check or raise."""
-    code = SCALAR_CODES.get(terminal)
+    """``observe`` of the one stream for one number (a Python or numpy number, or a 0-d
+    array) and one terminal (bool, 0/1/2, numpy or 0-d); None, having changed nothing, where
+    the general path must check or raise. A value is stored as the general path stores it
+    (float32 reward, int code)."""
+    if type(reward) is not float:
+      reward = scalar_number(reward)
+      if reward is None:
+        return None
+    code = SCALAR_CODES.get(terminal) if type(terminal) is bool else terminal_code(terminal)
     # float32(reward) is finite (NaN fails both comparisons)
     if code is None or not -F32_LIMIT < reward < F32_LIMIT or not self.acted[0]:
       return None
@@ -327,6 +342,17 @@ class Streams:
 # ---------------------------------------------------------------------------- helpers
 
 
+def batch_mismatch(n: int, k: int, given: str, shape) -> str:
+  """The error for a batch of ``k`` values (``given``: 'states', 'rewards', 'terminals'; of
+  ``shape``) given to an agent of ``n < k`` streams without ``parallel=``."""
+  one = given.removesuffix("s")
+  acts_for = "one stream" if n == 1 else f"{n} streams"
+  shown = f" (shape {tuple(shape)})" if shape is not None else ""
+  fewer = f"one {one}" if n == 1 else f"at most {n} {given}"
+  return (f"this agent acts for {acts_for} (parallel_interactions={n}) but got a batch of "
+          f"{k} {given}{shown}; create it with parallel_interactions={k} (or pass {fewer}).")
+
+
 def update_ran(commit: str, flush: int, update: str, flag) -> bool:
   """Whether a fused act ran an update; reads the device flag only where the model chose."""
   if commit == "none" or (commit == "staged" and flush == 0):
@@ -343,6 +369,52 @@ def one_stream_shape(raw_space) -> tuple | None:
       and len(raw_space.shape) == 1 and raw_space.shape[0] <= ONE_STREAM_SIZE):
     return tuple(raw_space.shape)
   return None
+
+
+# numpy's number types whose value a Python float (floats) or int (ints) holds exactly, so
+# storing that stores what numpy's own cast to float32 would (np.float64 subclasses float but
+# is not ``float``: types are matched exactly)
+NUMPY_FLOATS = frozenset((np.float16, np.float32, np.float64))
+NUMPY_INTS = frozenset((np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32))
+
+
+def scalar_number(value) -> float | int | None:
+  """One real number given as a Python int/float, a numpy number (what Gymnasium envs
+  return) or a 0-d numeric array, as a Python number; None for anything else (a bool, a
+  batch, a string: the general path checks those)."""
+  kind = type(value)
+  if kind is float or kind is int:
+    return value
+  if kind is np.ndarray and value.ndim == 0:
+    value = value[()]  # its numpy scalar
+    kind = type(value)
+  if kind in NUMPY_FLOATS:
+    return float(value)
+  if kind in NUMPY_INTS:
+    return int(value)
+  return None
+
+
+def terminal_code(terminal) -> int | None:
+  """The code of one terminal (``SCALAR_CODES``: bools, 0/1/2, their numpy scalars and 0-d
+  arrays); None for anything else (a batch, a bad value: the general path says which).
+  Bools and ints are read by type: a numpy scalar's ``==`` and hash, which a dict lookup
+  calls, cost microseconds."""
+  kind = type(terminal)
+  if kind is np.ndarray:
+    if terminal.ndim:
+      return None
+    terminal = terminal[()]  # its numpy scalar
+    kind = type(terminal)
+  if kind is bool or kind is np.bool_:
+    return 1 if terminal else 0
+  if kind is int or kind in NUMPY_INTS:
+    code = int(terminal)
+    return code if 0 <= code <= 2 else None
+  try:
+    return SCALAR_CODES.get(terminal)  # floats 0.0/1.0/2.0, as the general path takes them
+  except TypeError:  # unhashable: a list
+    return None
 
 
 def rewards_array(reward) -> np.ndarray:

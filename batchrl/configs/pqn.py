@@ -45,8 +45,14 @@ updates):
   (load falling from 5 to 2) against 86.3 s for ``dqn_minatar_breakout``'s 100k steps (8.6
   at best, at 80k). PQN passed DQN's best 39.8 s after its start, DQN 69.6 s: 0.57x.
   The convolution runs as image patches times its kernel on the CPU
-  (``batchrl.agents.pqn.networks.Conv``): with XLA's convolution an update took twice as
-  long (1.9 s against 0.9 s at load 5).
+  (``batchrl.networks.conv``, every conv network's): with XLA's convolution an update took
+  twice as long (1.9 s against 0.9 s at load 5).
+* Again, 2026-11-28, after PQN's network moved to the JSON builder (the same function; its
+  parameters are named, hence initialized, differently) and DQN's conv to image patches
+  too (load average 4-5): ``python benchmarks/pqn.py``: CartPole 23.1 s against 29.5 s
+  (0.78x; PQN >= 475 from 41k steps, DQN from 66k); MinAtar Breakout: PQN past DQN's best
+  (8.62, at 60k after 136.0 s) at 295k after 83.3 s (0.61x), 13.55 at the end; whole
+  processes 137.9 s against 216.5 s.
 """
 from __future__ import annotations
 

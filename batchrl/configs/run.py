@@ -78,6 +78,14 @@ class RunConfig:
   seed: int = param(0, "Seed of everything: agent init, env seeds, sampling.")
   timeout: float = param(60.0, "gymnasium backend: seconds a worker may take for one step "
                          "before it is reported as hung.")
+  track: bool = param(False, "Also log the config and every TensorBoard metric (same tags "
+                      "and steps) to Weights & Biases (pip install \"batchrl[track]\"; "
+                      "WANDB_MODE=offline keeps it on disk for `wandb sync`); as `batchrl "
+                      "train --track`. TensorBoard is written either way.")
+  track_project: str | None = param(None, "Weights & Biases project of a tracked run; None: "
+                                    "'batchrl' (or WANDB_PROJECT when set).")
+  track_entity: str | None = param(None, "Weights & Biases entity (user or team) of a "
+                                   "tracked run; None: your default (or WANDB_ENTITY).")
   xla_threads: int | None = param(
       None, "Threads of XLA's CPU pool in a local run (set as the run starts JAX; no effect "
       "if JAX already runs, e.g. in a notebook). None: JAX's default, one per CPU. 1 keeps "

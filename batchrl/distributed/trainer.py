@@ -128,13 +128,15 @@ class DistributedTrainer:
     """Starts a collect on every runner with the current leaves; ``pool.finish`` waits."""
     return self.pool.start("collect", self._shared(), version, rounds * self.agent.period)
 
-  def train_phase(self, iterations: int, progress=None) -> dict[str, Any]:
+  def train_phase(self, iterations: int, progress=None, stop=None) -> dict[str, Any]:
     """``iterations`` iterations (a multiple of ``rounds_of``) on the runners' experience;
-    the caller advances ``iteration``, as with the local ``LocalTrainer``. ``progress``
-    hears the iterations done after each round."""
+    the caller advances ``iteration`` by ``metrics["iterations"]``, as with the local
+    ``LocalTrainer``. ``progress`` hears the iterations done after each round; once
+    ``stop()`` is true as a round is learned from, the phase ends after it."""
     start = time.perf_counter()
     k = self.rounds_of
     pending, infos, lags, runner_seconds = None, [], [], np.zeros(len(self.pool))
+    trained = 0
     for done in range(0, iterations, k):
       version = self.iteration + done  # updates made so far
       answers = self.pool.finish(pending or self._collect(version, k))
@@ -142,21 +144,24 @@ class DistributedTrainer:
       lags.append(version - answers[0]["version"])
       runner_seconds += [a["seconds"] for a in answers]
       # replay agents: the next round is collected while this one is learned from
-      last = done + k >= iterations
+      last = done + k >= iterations or (stop is not None and stop())
       pending = None if self.agent.on_policy or last else self._collect(version, k)
       self._compiling.join()  # learn must not be compiled twice at once
       self.sim, info = self._learn(self.sim, batch)
       infos.append(jax.device_get(info))
+      trained = done + k
       if progress is not None:
-        progress(done + k)
+        progress(trained)
+      if last:
+        break
     metrics = summarize(jax.tree.map(lambda *x: np.concatenate(x), *infos))
     seconds = max(time.perf_counter() - start, 1e-9)
-    metrics["steps_per_second"] = iterations * self.steps_per_iteration / seconds
+    metrics["steps_per_second"] = trained * self.steps_per_iteration / seconds
     metrics["param_lag"] = float(np.mean(lags))
-    per_runner = iterations * self.options.envs_per_runner * self.agent.period
+    per_runner = trained * self.options.envs_per_runner * self.agent.period
     for i, busy in enumerate(runner_seconds):
       metrics[f"runner{i}/steps_per_second"] = per_runner / max(busy, 1e-9)
-    return {**metrics, **self._restart_metrics()}
+    return {**metrics, **self._restart_metrics(), "iterations": trained}
 
   def _restart_metrics(self) -> dict[str, Any]:
     new = self.pool.restarts[self._reported_restarts:]

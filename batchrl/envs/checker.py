@@ -2,7 +2,8 @@
 
 ``check_env(env)`` accepts a Gymnasium env (``reset``/``step``) or a batchrl ``Environment``
 (``reset``/``execute``). It collects every problem it finds, each with what to fix, and
-raises one ``EnvCheckError`` listing them (or warns with ``warn=True``).
+raises one ``EnvCheckError`` listing them (or warns with ``warn=True``). It returns a
+``CheckReport``: the list of problems, which prints as ``no problems found`` when empty.
 
 ``space_problems`` and ``nonfinite_problems`` are the value checks it is built from; the
 ``Guard`` wrapper reuses them for actions, observations and rewards.
@@ -27,20 +28,46 @@ _ROLLOUT_STEPS = 10  # enough to see a step's types and to compare two seeded ro
 _FAILED = object()  # what a reset/step adapter returns when the call made no sense
 
 
+def _numbered(problems: list[str], env_name: str) -> str:
+  lines = "\n".join(f"  {i}. {problem}" for i, problem in enumerate(problems, 1))
+  return f"check_env found {len(problems)} problem(s) with {env_name}:\n{lines}"
+
+
+class CheckReport(list):
+  """What ``check_env`` found: the list of problem strings, empty when the env passes.
+
+  It is a ``list`` (``report == []``, ``len``, iteration and ``bool`` as for a list: true
+  when there are problems) that prints readably: ``no problems found with MyEnv``, or the
+  numbered problems.
+  """
+
+  def __init__(self, problems=(), env_name: str = "environment"):
+    super().__init__(problems)
+    self.env_name = env_name
+
+  def __str__(self) -> str:
+    if not self:
+      return f"check_env: no problems found with {self.env_name}"
+    return _numbered(self, self.env_name)
+
+  __repr__ = __str__
+
+
 class EnvCheckError(ValueError):
   """An environment failed ``check_env``; ``problems`` lists every problem found."""
 
   def __init__(self, problems: list[str], env_name: str = "environment"):
-    self.problems = list(problems)
-    lines = "\n".join(f"  {i}. {problem}" for i, problem in enumerate(self.problems, 1))
-    super().__init__(f"check_env found {len(self.problems)} problem(s) with {env_name}:\n{lines}")
+    self.problems = CheckReport(problems, env_name)
+    super().__init__(str(self.problems))
 
 
-def check_env(env: Any, seed: int = 0, warn: bool = False) -> list[str]:
+def check_env(env: Any, seed: int = 0, warn: bool = False) -> CheckReport:
   """Checks spaces, reset/step signatures and returns, value types, and determinism.
 
-  Returns the list of problems (empty when the env passes). Raises ``EnvCheckError`` when
-  there are problems, unless ``warn=True``, which emits one warning per problem instead.
+  Returns a ``CheckReport``: the list of problems, empty when the env passes, which prints
+  as ``check_env: no problems found with <env>`` or the numbered problems. Raises
+  ``EnvCheckError`` when there are problems, unless ``warn=True``, which emits one warning
+  per problem instead (and returns them).
   """
   if isinstance(env, Environment):
     problems = _check_environment(env, seed)
@@ -49,13 +76,21 @@ def check_env(env: Any, seed: int = 0, warn: bool = False) -> list[str]:
   else:
     problems = [f"{type(env).__name__} is neither a gymnasium.Env (reset/step) nor a "
                 f"batchrl Environment (reset/execute)"]
-  problems = list(dict.fromkeys(problems))  # the same problem seen twice is listed once
-  if problems and warn:
-    for problem in problems:
+  # the same problem seen twice is listed once
+  report = CheckReport(dict.fromkeys(problems), _env_name(env))
+  if report and warn:
+    for problem in report:
       warnings.warn(f"check_env: {problem}", UserWarning, stacklevel=2)
-  elif problems:
-    raise EnvCheckError(problems, type(env).__name__)
-  return problems
+  elif report:
+    raise EnvCheckError(report, report.env_name)
+  return report
+
+
+def _env_name(env: Any) -> str:
+  """The registered id of a ``gymnasium.make`` env (not its outer wrapper's class), else the
+  class name of the env under any wrappers."""
+  env_id = getattr(getattr(env, "spec", None), "id", None)
+  return env_id if isinstance(env_id, str) else type(getattr(env, "unwrapped", env)).__name__
 
 
 # --- value checks -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from batchrl.envs import ale
+from batchrl.envs.mujoco_warnings import known_warnings_dropped
 from batchrl.errors import UserInputError, close_matches, missing_extra
 from batchrl.specs import from_space, to_space, validate_spec
 
@@ -205,7 +206,8 @@ def make_gym(env_id: str, **kwargs) -> gym.Env:
     raise TypeError(f"env_id must be a string such as 'CartPole-v1', got {env_id!r}")
   ale.ensure_registered(env_id)  # Atari ids need ale-py's registration (batchrl[atari])
   try:
-    return gym.make(env_id, **kwargs)
+    with known_warnings_dropped(env_id):  # MuJoCo 4 on Gymnasium's own models
+      return gym.make(env_id, **kwargs)
   except _UNKNOWN_ID_ERRORS as error:
     raise UserInputError(_unknown_id_message(env_id, error)) from error
   except gym.error.DependencyNotInstalled as error:

@@ -29,7 +29,11 @@ dynamics are Gymnasium's, transition by transition (``tests/test_pool.py``: Cart
 HalfCheetah-v5; and from a start both fix, InvertedPendulum-v5 without reset noise, the
 same first 1000 observations as ``BatchEnv``, auto-resets included), except one: where
 Pendulum-v1's speed limit of 8 binds, EnvPool moves the angle with the speed before
-clipping (as gym 0.21 did), Gymnasium with the clipped speed.
+clipping (as gym 0.21 did), Gymnasium with the clipped speed. And one flag: a fall (Hopper's,
+Walker2d's) on the very step the episode limit is reached comes from EnvPool as truncated
+only, so a run on it bootstraps through that fall, where the gymnasium backend stores it as
+terminated (``tests/test_transition_parity.py``); with the default limit of 1000 steps that
+is a fall on exactly the last step.
 EnvPool's tasks with flat Box observations and Box or Discrete actions work (MuJoCo,
 classic control; ``envpool.list_all_envs()``).
 

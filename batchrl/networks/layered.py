@@ -34,9 +34,17 @@ A spec is one of (all JSON-friendly; the caller loads files):
    (optional) run on the combined vector.
 
 Layers (``batchrl.networks.layers``): dense, linear, conv1d, conv2d, pool2d, pooling, flatten,
-reshape, embedding, dropout, lstm, gru, nonlinearity, dueling. Notes on their semantics:
+reshape, embedding, dropout, layer_norm, lstm, gru, nonlinearity, dueling. Notes on their
+semantics:
 
 - dense / linear on a rank-0 input treat it as ``(1,)``; on rank >= 2 they act on the last axis.
+- conv1d / conv2d run as image patches times the kernel on the CPU (``batchrl.networks.conv``:
+  faster gradients there), XLA's convolution elsewhere; the parameters are flax's ``Conv``'s.
+- ``layer_norm`` (keys ``epsilon`` = 1e-6, ``scale`` = true, ``bias`` = true) normalizes each
+  sample over its last axis: ``(x - mean) / sqrt(var + epsilon) * scale + bias``, so over the
+  features of a vector and over the channels at each position of a conv output. It has no
+  activation: follow it with ``{"type": "nonlinearity", "name": ...}``, e.g. a PQN-style
+  layer is ``dense`` with ``"activation": "none"``, ``layer_norm``, ``nonlinearity``.
 - int / bool states count as numbers (float32) for every layer but ``embedding``, which must be
   the first layer of its branch and looks values ``0 .. num_values - 1`` up.
 - ``pooling`` on ``[H, W, C]`` is ``pool2d``; on ``[L, C]`` it is global pooling over ``L``.

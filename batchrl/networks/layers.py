@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.errors import UserInputError, did_you_mean
+from batchrl.networks.conv import Conv
 
 
 class NetworkSpecError(UserInputError):
@@ -63,6 +64,12 @@ def _rate(value):
   if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
       0 <= value < 1):
     raise _Invalid(f"must be a number with 0 <= rate < 1, got {value!r}")
+  return float(value)
+
+
+def _epsilon(value):
+  if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value > 0:
+    raise _Invalid(f"must be a number > 0, got {value!r}")
   return float(value)
 
 
@@ -115,6 +122,7 @@ LAYER_KEYS: dict[str, dict[str, tuple[Callable, Any]]] = {
   "reshape": {"shape": (_shape, REQUIRED)},
   "embedding": {"size": (_pos_int, REQUIRED), "num_values": (_opt_pos_int, None)},
   "dropout": {"rate": (_rate, REQUIRED)},
+  "layer_norm": {"epsilon": (_epsilon, 1e-6), "scale": (_bool, True), "bias": (_bool, True)},
   "lstm": {"size": (_pos_int, REQUIRED)},
   "gru": {"size": (_pos_int, REQUIRED)},
   "nonlinearity": {"name": (_ACTIVATION, REQUIRED)},
@@ -204,6 +212,15 @@ def _vector(shape, what: str) -> tuple[int, ...]:
   return shape or (1,)
 
 
+def _features(shape, what: str) -> tuple[int, ...]:
+  """Layers over the last (feature) axis need one: a rank-0 input has none."""
+  if not shape:
+    raise _Invalid(f"needs an input with a feature axis, got a scalar (shape ()); add "
+                   f"{{'type': 'reshape', 'shape': [1]}} or a dense layer before the {what} "
+                   "layer")
+  return shape
+
+
 def _cell_shape(o, shape, kind: str) -> tuple[int, ...]:
   _vector(shape, kind)
   return (o["size"],)
@@ -253,6 +270,7 @@ _SHAPE_RULES: dict[str, Callable[[dict, tuple], tuple]] = {
   "reshape": lambda o, s: _reshape(s, o["shape"]),
   "embedding": lambda o, s: s + (o["size"],),
   "dropout": lambda o, s: s,
+  "layer_norm": lambda o, s: _features(s, "layer_norm"),
   "nonlinearity": lambda o, s: s,
   "lstm": lambda o, s: _cell_shape(o, s, "lstm"),
   "gru": lambda o, s: _cell_shape(o, s, "gru"),
@@ -284,8 +302,8 @@ class Dueling(nn.Module):
 
 def _conv(layer: LayerPlan, x, window, stride):
   o = dict(layer.options)
-  y = nn.Conv(o["size"], kernel_size=window, strides=stride, padding=o["padding"].upper(),
-              use_bias=o["bias"], name=layer.name)(x)
+  y = Conv(o["size"], kernel_size=window, strides=stride, padding=o["padding"].upper(),
+           use_bias=o["bias"], name=layer.name)(x)
   return ACTIVATIONS[o["activation"]](y)
 
 
@@ -340,6 +358,9 @@ def apply_layer(layer: LayerPlan, x, carry, deterministic: bool):
     y = _pool(layer, x)
   elif kind in ("flatten", "reshape"):
     y = x.reshape((n,) + layer.out_shape)
+  elif kind == "layer_norm":
+    y = nn.LayerNorm(epsilon=layer.opt("epsilon"), use_scale=layer.opt("scale"),
+                     use_bias=layer.opt("bias"), name=layer.name)(x)
   elif kind == "dropout":
     y = nn.Dropout(layer.opt("rate"), name=layer.name)(x, deterministic=deterministic)
   elif kind == "nonlinearity":

@@ -1,4 +1,5 @@
-"""Discounted returns and generalized advantage estimation over fixed-length rollouts.
+"""Discounted returns, generalized advantage estimation and lambda-returns over
+fixed-length rollouts.
 
 All inputs are time-major ``[T, B]`` (``T`` steps of ``B`` environments). Transition ``t``
 goes from ``obs[t]`` to ``next_obs[t]`` with reward ``rewards[t]``; when an episode ended at
@@ -8,7 +9,7 @@ goes from ``obs[t]`` to ``next_obs[t]`` with reward ``rewards[t]``; when an epis
   * ``truncated[t]``: the episode was cut (time limit); bootstrap from ``next_values[t]``.
   * the last step of the rollout is cut as well: bootstrap from ``next_values[T-1]``.
 
-Both functions are a reverse ``lax.scan``; they are pure and jit/vmap-able.
+Each function is a reverse ``lax.scan``; they are pure and jit/vmap-able.
 """
 from __future__ import annotations
 
@@ -78,3 +79,44 @@ def generalized_advantages(rewards: jax.Array, values: jax.Array, next_values: j
   _, advantages = jax.lax.scan(
       backward, last, (deltas.astype(jnp.float32), carry_on), reverse=True)
   return advantages
+
+
+def lambda_returns(rewards: jax.Array, terminated: jax.Array, truncated: jax.Array,
+                   next_values: jax.Array, discount: float, lambda_: float) -> jax.Array:
+  """lambda-returns bootstrapped from a value of every next observation, computed
+  backwards: PQN's Q(lambda) targets (Peng's Q(lambda) with ``next_values[t] = max_a
+  Q(next_obs[t], a)``, as the paper and its reference code), or TD(lambda) returns of
+  state values.
+
+  ``G[t] = r[t] + discount * (1 - terminated[t]) * (next_values[t] if cut[t] else
+  (1 - lambda_) * next_values[t] + lambda_ * G[t+1])`` with ``cut[t] = terminated[t] or
+  truncated[t] or t == T - 1``: a truncation bootstraps from its final observation's
+  value, a termination from nothing. ``lambda_ = 0`` gives one-step targets, ``lambda_ =
+  1`` ``discounted_returns``.
+
+  Args:
+    rewards: ``[T, B]`` float.
+    terminated, truncated: ``[T, B]`` bool.
+    next_values: ``[T, B, ...]`` float (e.g. one value per action element ``[T, B, *S]``;
+      rewards and ends broadcast over the extra axes).
+    discount, lambda_: scalars (may be traced).
+
+  Returns:
+    ``[T, B, ...]`` float32 returns, shaped as ``next_values``.
+  """
+  expand = lambda x: x.reshape(x.shape + (1,) * (next_values.ndim - x.ndim))  # noqa: E731
+  rewards = expand(jnp.asarray(rewards, jnp.float32))
+  alive = expand(1.0 - jnp.asarray(terminated, jnp.float32))
+  cut = expand(jnp.logical_or(terminated, truncated))
+  next_values = jnp.asarray(next_values, jnp.float32)
+
+  def backward(following, inputs):
+    reward, alive_t, cut_t, value = inputs
+    blended = jnp.where(cut_t, value, (1.0 - lambda_) * value + lambda_ * following)
+    ret = reward + discount * alive_t * blended
+    return ret, ret
+
+  # The last step's carry is its own next value: the blend is then the value itself.
+  _, returns = jax.lax.scan(backward, next_values[-1], (rewards, alive, cut, next_values),
+                            reverse=True)
+  return returns

@@ -88,9 +88,11 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
   carries start fresh), then steps every env in ``"track"`` mode until each has finished
   its share of ``episodes`` (spread evenly over the ``B`` envs; None = one per env) or
   ``num_steps`` steps (and ``max_steps``, a traced cap, when given) were taken. Each env
-  counts its *first* episodes, so short episodes are not favoured. Returns ``episodes``
-  (how many finished), ``mean_score`` and ``mean_length`` (NaN when none) and
-  ``eval_steps`` (steps per env taken). The training state is not changed: use the returned stats only.
+  counts its *first* episodes, so short episodes are not favoured; an env stopped by the
+  cap before finishing its share counts its running episode as cut there (its return and
+  length so far). Returns ``episodes`` (how many finished), ``cut_episodes`` (how many the
+  cap cut), ``mean_score`` and ``mean_length`` over both (NaN only when no step was taken)
+  and ``eval_steps`` (steps per env taken). The training state is not changed: use the returned stats only.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
@@ -118,12 +120,18 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
       length = length + jnp.where(counted, rollout.episode_length[0], 0.0)
       return sim, count + counted, score, length, t + 1
 
-    _, count, score, length, t = jax.lax.while_loop(more, one_step, start)
-    total = jnp.sum(count)
+    sim, count, score, length, t = jax.lax.while_loop(more, one_step, start)
+    # An env the cap stopped before it finished its share: its running episode counts as
+    # cut there (as a time limit cuts one). Leaving it out would score only the episodes
+    # short enough to end in time (a low bias) and nothing at all when none did (NaN).
+    cut = jnp.logical_and(count < share, sim.episode_length > 0)
+    score = score + jnp.where(cut, sim.episode_return, 0.0)
+    length = length + jnp.where(cut, sim.episode_length, 0.0)
+    total = jnp.sum(count) + jnp.sum(cut)
     mean = lambda x: jnp.where(total > 0, jnp.sum(x) / jnp.maximum(total, 1),  # noqa: E731
                                jnp.float32(jnp.nan))
-    return {"episodes": total, "mean_score": mean(score), "mean_length": mean(length),
-            "eval_steps": t}
+    return {"episodes": jnp.sum(count), "cut_episodes": jnp.sum(cut),
+            "mean_score": mean(score), "mean_length": mean(length), "eval_steps": t}
 
   return evaluate
 

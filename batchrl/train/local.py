@@ -27,7 +27,7 @@ from batchrl.train.build import (build_env, build_model, close_env, eval_cap, ev
 from batchrl.train.cpu_threads import start_cpu_backend
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
-from batchrl.train.schedule import schedule
+from batchrl.train.schedule import call_length, schedule
 
 
 def check_seeds(exp: Experiment, seeds: int | None) -> None:
@@ -55,6 +55,9 @@ class LocalTrainer:
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
     self._progress = None  # the train phase's listener (``train_phase``'s ``progress``)
+    self._heard = 0  # the last count it heard
+    self._call_start = 0  # iterations of the phase done before the call under way
+    self._seconds_per_iteration = None  # the last call's pace (``schedule.call_length``)
     # progress from inside the chunk only where its program steps host envs already: a host
     # callback keeps a program out of JAX's persistent cache, and a gymnax run's chunk
     # compiled again costs every later run ~2.3 s of start-up (fused CartPole, 2 cores)
@@ -99,32 +102,60 @@ class LocalTrainer:
     save_checkpoint(self)
 
   def _tick(self, done) -> None:
-    """From the compiled chunk: ``done`` iterations of the phase (per seed, per part)."""
-    listener = self._progress
-    if listener is not None:
-      listener(int(np.max(done)))
+    """From the compiled chunk: ``done`` iterations of the call (per seed, per part)."""
+    self._hear(self._call_start + int(np.max(done)))
 
-  def train_phase(self, iterations: int, progress=None) -> dict[str, Any]:
-    self._progress = progress
+  def _hear(self, done: int) -> None:
+    """Tells the phase's listener ``done`` once: a host run's chunk ticks from inside, and
+    the count after each call must not repeat its last tick."""
+    listener = self._progress
+    if listener is not None and done > self._heard:
+      self._heard = done
+      listener(done)
+
+  def train_phase(self, iterations: int, progress=None, stop=None) -> dict[str, Any]:
+    """``iterations`` iterations; with ``stop``, in compiled calls of about
+    ``schedule.CALL_SECONDS`` each, ending the phase early after the first call at whose
+    end ``stop()`` is true: ``metrics["iterations"]`` says how many were trained."""
+    self._progress, self._heard = progress, 0
     try:
-      return self._train(iterations)
+      return self._train(iterations, stop)
     finally:
       self._progress = None
 
-  def _train(self, iterations: int) -> dict[str, Any]:
+  def _train(self, iterations: int, stop=None) -> dict[str, Any]:
     start = time.perf_counter()
-    # one program for every phase: the last, shorter one runs in the full ones' program
+    # one program for every call: a shorter one runs in the program of a full phase
     length = max(iterations, self.plan["report"])
-    outs = self._runner.each(lambda sim: self.run_chunk(sim, iterations, length),
-                             self._parts.split(self.sim))
-    self.sim = self._parts.join([sim for sim, _ in outs])
-    infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
+    sims, infos, done = self._parts.split(self.sim), [], 0  # joined once, at the end
+    while done < iterations:
+      count = (iterations - done if stop is None else
+               call_length(iterations - done, self._seconds_per_iteration))
+      sims, call_infos = self._call(sims, count, length, start=done)
+      infos.append(call_infos)
+      done += count
+      self._hear(done)
+      if stop is not None and stop():
+        break
+    self.sim = self._parts.join(sims)
+    axis = int(bool(self.seeds))  # infos are [N] per iteration, [S, N] with seeds
+    infos = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *infos)
     metrics = summarize(infos)
-    metrics["steps_per_second"] = iterations * self.steps_per_iteration / max(
+    metrics["steps_per_second"] = done * self.steps_per_iteration / max(
         time.perf_counter() - start, 1e-9) * (self.seeds or 1)
     if self.seeds:
       metrics.update(per_seed_metrics(per_seed_scores(infos)))
-    return metrics
+    return {**metrics, "iterations": done}
+
+  def _call(self, sims: list, count: int, length: int, start: int) -> tuple[list, dict]:
+    """One compiled call of ``count`` iterations on every part's sim (waited for): the new
+    sims and the infos on the host. It times itself for the next ``call_length``."""
+    began = time.perf_counter()
+    self._call_start = start
+    outs = self._runner.each(lambda sim: self.run_chunk(sim, count, length), sims)
+    infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
+    self._seconds_per_iteration = (time.perf_counter() - began) / count
+    return [sim for sim, _ in outs], infos
 
   def eval_phase(self) -> dict[str, Any]:
     self._eval_compiling.join()

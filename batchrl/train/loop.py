@@ -1,10 +1,15 @@
 """``run``: the loop that drives any ``Trainer`` through its budget, logging as it goes.
 
-Train phases of ``plan["report"]`` iterations (the last one what is left of the budget)
-alternate with evaluations and checkpoints at the plan's cadence; every report goes to
-``metrics.jsonl``, TensorBoard and the progress bar. The loop starts from the trainer's
-latest checkpoint, so running it again resumes. When ``stop()`` turns true (``batchrl train``: the first Ctrl-C, see ``train.interrupt``),
-the loop checkpoints after the train phase under way and returns.
+Train phases (``plan["report"]`` iterations, to the next multiple of it after a resume from
+a stop, and the budget's last what is left of it) alternate with evaluations and
+checkpoints at the plan's cadence; every report goes to ``metrics.jsonl``, TensorBoard and
+the progress bar. The loop starts from the trainer's
+latest checkpoint, so running it again resumes. When ``stop()`` turns true (``batchrl train``:
+the first Ctrl-C, see ``train.interrupt``), the trainer ends its train phase after the
+compiled call under way (one update, or about ``schedule.CALL_SECONDS`` of updates of a
+fused run), and the loop checkpoints there and returns. Phases end on multiples of
+``plan["report"]`` (``phase_length``), so the resumed run reports, evaluates and
+checkpoints at the same steps as one never stopped.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import jax
 import numpy as np
 
 from batchrl.logging import Progress, RunLogger
+from batchrl.train import track as track_run
 from batchrl.train.schedule import budget_note, due, phase_length
 from batchrl.train.trainer import Trainer
 
@@ -24,14 +30,18 @@ log = logging.getLogger("batchrl")
 
 def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True,
         stop: Callable[[], bool] | None = None,
-        on_eval: Callable[[int, dict], str | None] | None = None) -> dict[str, Any]:
-  """Trains (or resumes) until the budget is spent, or until ``stop()`` is true after a
-  train phase (then with a checkpoint at that step); returns the last eval metrics ({} when
-  the run was already complete or stopped before an evaluation).
+        on_eval: Callable[[int, dict], str | None] | None = None,
+        track: bool | None = None) -> dict[str, Any]:
+  """Trains (or resumes) until the budget is spent, or until ``stop()`` is true (then with a
+  checkpoint at the step the trainer stopped at, see the module doc); returns the last eval
+  metrics ({} when the run was already complete or stopped before an evaluation).
 
   ``on_eval(step, metrics)`` sees every evaluation before it is logged (``batchrl tune``
   reports it to its pruner); a reason it returns stops the run there, with a checkpoint, and
-  is logged with that evaluation as ``stopped`` (also in the returned metrics)."""
+  is logged with that evaluation as ``stopped`` (also in the returned metrics).
+
+  ``track`` (None: the run's ``run.track``) also logs the run to Weights & Biases
+  (``batchrl.train.track``)."""
   trainer.restore()
   plan, run_dir = trainer.plan, trainer.run_dir
   if trainer.iteration >= plan["total"]:
@@ -40,7 +50,9 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
   note = budget_note(trainer.exp.run, trainer.steps_per_iteration)
   if note:
     log.info(note)
-  logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step)
+  tracked = trainer.exp.run.track if track is None else track
+  tracker = track_run.start(trainer.exp, run_dir) if tracked else None
+  logger = RunLogger(run_dir, use_tensorboard, resume_step=trainer.step, tracker=tracker)
   bar = Progress(plan["total"] * trainer.steps_per_iteration, initial=trainer.step,
                  enabled=progress)
   last_eval: dict[str, Any] = {}
@@ -49,8 +61,9 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
     while trainer.iteration < plan["total"]:
       before = trainer.iteration
       length = phase_length(plan, trainer.iteration)
-      metrics = trainer.train_phase(length, progress=_mover(bar, trainer))
-      trainer.iteration += length
+      metrics = trainer.train_phase(length, progress=_mover(bar, trainer), stop=stop)
+      # fewer than asked when ``stop`` ended the phase after a compiled call under way
+      trainer.iteration += metrics.pop("iterations", length)
       final = trainer.iteration >= plan["total"]
       _log(logger, bar, trainer.step, "train", metrics)
       _log_summaries(logger, trainer.step, trainer.summaries())
@@ -62,6 +75,7 @@ def run(trainer: Trainer, *, progress: bool = True, use_tensorboard: bool = True
         if verdict and not final:
           last_eval, stopping = {**last_eval, "stopped": verdict}, True
         _log(logger, bar, trainer.step, "eval", last_eval)
+      logger.flush()  # the step's values as one row to a tracker, now (not at the next step)
       if stopping or due(before, trainer.iteration, plan["checkpoint"], final):
         trainer.save()
       if stopping:

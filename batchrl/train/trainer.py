@@ -52,11 +52,13 @@ class Trainer(Protocol):
   def save(self) -> None:
     """Checkpoints ``sim`` at ``step``."""
 
-  def train_phase(self, iterations: int, progress: Callable[[int], None] | None = None
-                  ) -> dict[str, Any]:
+  def train_phase(self, iterations: int, progress: Callable[[int], None] | None = None,
+                  stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Trains ``iterations`` iterations (``iteration`` is left to the driver); the report.
     ``progress(done)``, when given, hears now and then how many of them are done (it may
-    be called from another thread)."""
+    be called from another thread). ``stop()``, when given, is asked between the phase's
+    compiled calls (an update, or a round of them); once it is true the phase ends there.
+    ``metrics["iterations"]`` is how many were trained (the driver advances by it)."""
 
   def eval_phase(self) -> dict[str, Any]:
     """Evaluates the deterministic policy; ``episodes``, ``mean_score``, ``mean_length``."""

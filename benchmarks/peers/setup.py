@@ -4,7 +4,7 @@
     python benchmarks/peers/setup.py --force     # delete and build again
     python benchmarks/peers/setup.py --check     # say what is installed, build nothing
 
-The benchmarks run each peer (rejax, Stable-Baselines3, sb3-contrib, envpool) in a
+The benchmarks run each peer (rejax, Stable-Baselines3, sb3-contrib, sbx, envpool) in a
 subprocess with this venv's Python, so ratios are taken side by side in one run while
 batchrl's own environment never sees these packages. The JAX stack is pinned to the
 versions batchrl's venv uses, so compile-time ratios compare like with like.
@@ -41,11 +41,13 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # written against (same CartPole/Pendulum dynamics).
 JAX_STACK = ["jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8", "optax==0.2.8",
              "gymnax==0.0.9", "gymnasium[mujoco]==1.3.0", "numpy<2.5"]
-PEERS = ["rejax==0.1.3", "stable-baselines3==2.9.2", "sb3-contrib==2.9.2", "pyyaml"]
+PEERS = ["rejax==0.1.3", "stable-baselines3==2.9.2", "sb3-contrib==2.9.2", "sbx-rl==0.28.0",
+         "pyyaml"]
 OPTIONAL = {"envpool": "envpool==1.2.5"}
 # import name -> distribution whose version the manifest records
 CHECKS = {"rejax": "rejax", "stable_baselines3": "stable-baselines3",
-          "sb3_contrib": "sb3-contrib", "torch": "torch", "jax": "jax", "gymnax": "gymnax",
+          "sb3_contrib": "sb3-contrib", "sbx": "sbx-rl", "torch": "torch", "jax": "jax",
+          "gymnax": "gymnax",
           "gymnasium": "gymnasium", "mujoco": "mujoco", "envpool": "envpool"}
 
 

@@ -241,7 +241,8 @@ def gradient_step(config: ActorCriticConfig, algo: Algorithm, move_targets, stat
   (a_loss, (a_metrics, log_prob)), a_grads = jax.value_and_grad(
       actor_objective, has_aux=True)(params.actor)
   actor, actor_state = _adam_step(actor_opt, a_grads, opt_state.actor, params.actor)
-  learn_actor = opt_state.steps % algo.policy_delay == 0
+  # TD3's Algorithm 1: the actor learns on gradient step t (from 1) when t mod d == 0
+  learn_actor = (opt_state.steps + 1) % algo.policy_delay == 0
   if algo.policy_delay > 1:  # TD3: keep the old actor between its delayed steps
     keep = lambda new, old: jax.tree.map(  # noqa: E731
         lambda n, o: jnp.where(learn_actor, n, o), new, old)

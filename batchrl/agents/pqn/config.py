@@ -20,8 +20,8 @@ from typing import Literal
 from batchrl.configclass import ConfigError, configclass, param
 from batchrl.networks.layers import NetworkSpecError, check_layer
 
-# What PQN's own network builder takes (``networks.py``): each dense/conv2d layer is followed
-# by LayerNorm before its activation, which the shared JSON builder has no place for.
+# The layer types PQN's networks take (``networks.layer_specs``): each dense/conv2d layer is
+# followed by the JSON builder's layer_norm, then its activation.
 LAYER_TYPES = ("dense", "conv2d", "flatten")
 
 

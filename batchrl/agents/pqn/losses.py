@@ -1,44 +1,10 @@
-"""PQN's pure pieces: Q(lambda) targets over a rollout, the Q-loss, the greedy choice among
-allowed actions and epsilon-greedy exploration. Shapes: ``T`` rollout steps, ``B`` envs,
-``S`` an action component's shape, ``K`` its number of values, ``M`` minibatch rows."""
+"""PQN's pure pieces: the Q-loss, the greedy choice among allowed actions and
+epsilon-greedy exploration (its Q(lambda) targets are ``batchrl.ops.returns.lambda_returns``).
+Shapes: ``S`` an action component's shape, ``K`` its number of values."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
-
-def lambda_targets(rewards: jax.Array, terminated: jax.Array, truncated: jax.Array,
-                   next_values: jax.Array, discount: float, td_lambda: float) -> jax.Array:
-  """Q(lambda) targets of a rollout, computed backwards (Peng's Q(lambda) with the greedy
-  value, as the paper and its reference code).
-
-  ``target[t] = r[t] + discount * (1 - terminated[t]) * (next_values[t] if cut[t] else
-  (1 - td_lambda) * next_values[t] + td_lambda * target[t+1])``, with ``cut[t]`` when the
-  episode ended at ``t`` (its final observation's value bootstraps a truncation; a
-  termination bootstraps nothing) or ``t`` is the rollout's last step.
-
-  Args:
-    rewards, terminated, truncated: ``[T, B]``.
-    next_values: ``[T, B, ...]``: ``max_a Q(next_obs[t], a)`` over allowed actions (one per
-      action element: ``[T, B, *S]``).
-  Returns:
-    ``[T, B, ...]`` targets, shaped as ``next_values``.
-  """
-  expand = lambda x: x.reshape(x.shape + (1,) * (next_values.ndim - x.ndim))  # noqa: E731
-  rewards = expand(rewards.astype(jnp.float32))
-  alive = expand(1.0 - terminated.astype(jnp.float32))
-  cut = expand(jnp.logical_or(terminated, truncated))
-
-  def step(later, t):
-    reward, live, ended, value = t
-    blended = jnp.where(ended, value, (1.0 - td_lambda) * value + td_lambda * later)
-    target = reward + discount * live * blended
-    return target, target
-
-  # The last step's carry is its own next value: the blend is then the value itself.
-  _, targets = jax.lax.scan(step, next_values[-1], (rewards, alive, cut, next_values),
-                            reverse=True)
-  return targets
 
 
 def select(q: jax.Array, index: jax.Array) -> jax.Array:

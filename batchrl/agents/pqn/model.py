@@ -34,6 +34,7 @@ from batchrl.agents.pqn.config import PQNConfig, network_layers, num_minibatches
 from batchrl.agents.pqn.networks import QNetworks, check_discrete, make_networks
 from batchrl.agents.replay.q_networks import action_indices, env_actions, zero_indices
 from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.ops.returns import lambda_returns
 from batchrl.specs import EnvSpec
 
 # Observation normalization (``normalize_observations``) with PPOConfig's default clip and
@@ -204,9 +205,8 @@ def targets(config: PQNConfig, nets: QNetworks, state: PQNState) -> dict:
   out = {}
   for c in nets.components:
     value = losses.max_allowed(q_next[c.name], masks[c.name]).reshape((steps, envs) + c.shape)
-    out[c.name] = losses.lambda_targets(config.reward_scale * buffer.reward, buffer.terminated,
-                                        buffer.truncated, value, config.discount,
-                                        config.td_lambda)
+    out[c.name] = lambda_returns(config.reward_scale * buffer.reward, buffer.terminated,
+                                 buffer.truncated, value, config.discount, config.td_lambda)
   return jax.lax.stop_gradient(out)
 
 

@@ -1,6 +1,7 @@
 """PQN's Q-network: observations -> Q-values per action component, with LayerNorm after
 every hidden layer (before its activation), as in the paper's networks (purejaxql's
-``QNetwork`` and MinAtar/Atari ``CNN``).
+``QNetwork`` and MinAtar/Atari ``CNN``), built by the JSON network builder
+(``layer_specs`` says from which layers).
 
 Shapes: ``N`` rows; an action component of shape ``S`` with ``K`` values has Q-values
 ``[N, *S, K]``, always in a dict keyed by component name (``"action"`` for one unnamed
@@ -17,7 +18,6 @@ import dataclasses
 import functools
 from typing import Any, Callable
 
-import flax.linen as nn
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,8 @@ from batchrl.agents.replay.q_networks import (Component, action_masks, component
                                               split_components)
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.configclass import ConfigError
-from batchrl.networks.layers import ACTIVATIONS
+from batchrl.networks.layered import InputSpec, build_network
+from batchrl.networks.layers import NetworkSpecError
 
 
 def not_discrete_error(space: gym.Space) -> ConfigError:
@@ -46,63 +47,36 @@ def check_discrete(space: gym.Space) -> None:
       raise not_discrete_error(space)
 
 
-class Conv(nn.Module):
-  """A 2-D convolution with ``nn.Conv``'s parameters (``kernel [kh, kw, C, F]``, ``bias``),
-  computed on the CPU as image patches times the kernel: XLA:CPU's convolution gradients on
-  small channel counts are slow (measured in a minibatch scan, MinAtar's 3x3 conv from 4 to
-  16 channels on 128 frames: 11.6 ms a step as a convolution, 2.2 ms as patches). Elsewhere
-  the convolution itself. The same function up to float rounding."""
+def layer_specs(layers: tuple, layer_norm: bool, outputs: int, input_rank: int) -> list[dict]:
+  """The JSON network builder's layer list of PQN's network on inputs of ``input_rank``
+  axes: each dense/conv2d layer of ``layers`` (``((type, ((key, value), ...)), ...)``)
+  without its activation, then ``layer_norm`` (when ``layer_norm``; over the features, the
+  channels of a conv, as the reference code), then the activation; a flatten before a dense
+  layer on anything but a vector; a linear layer of all ``outputs`` Q-values last."""
+  spec, rank = [], input_rank
 
-  features: int
-  window: tuple[int, int]
-  stride: tuple[int, int]
-  padding: str  # 'SAME' | 'VALID'
-  use_bias: bool
+  def vector():
+    if rank != 1:
+      spec.append({"type": "flatten"})
+    return 1
 
-  @nn.compact
-  def __call__(self, x):
-    kernel = self.param("kernel", nn.initializers.lecun_normal(),
-                        self.window + (x.shape[-1], self.features))
-    numbers = ("NHWC", "HWIO", "NHWC")
-    if jax.default_backend() == "cpu":
-      patches = jax.lax.conv_general_dilated_patches(x, self.window, self.stride, self.padding,
-                                                     dimension_numbers=numbers)
-      # patch features are ordered (channel, row, column): the kernel's axes to match
-      y = patches @ jnp.transpose(kernel, (2, 0, 1, 3)).reshape(-1, self.features)
-    else:
-      y = jax.lax.conv_general_dilated(x, kernel, self.stride, self.padding,
-                                       dimension_numbers=numbers)
-    if self.use_bias:
-      y = y + self.param("bias", nn.initializers.zeros_init(), (self.features,))
-    return y
-
-
-class QNetwork(nn.Module):
-  """``[N, ...] -> [N, outputs]``: ``layers`` (each dense/conv2d followed by LayerNorm when
-  ``layer_norm``, then its activation), then a linear layer of all Q-values."""
-
-  layers: tuple  # ((type, ((key, value), ...)), ...)
-  layer_norm: bool
-  outputs: int
-
-  @nn.compact
-  def __call__(self, x):
-    x = x.astype(jnp.float32)
-    for i, (kind, items) in enumerate(self.layers):
-      options = dict(items)
-      if kind == "flatten":
-        x = x.reshape(x.shape[0], -1)
-        continue
-      if kind == "conv2d":
-        x = Conv(options["size"], options["window"], options["stride"],
-                 options["padding"].upper(), options["bias"], name=f"conv_{i}")(x)
-      else:  # dense on a vector: flatten whatever came before
-        x = nn.Dense(options["size"], use_bias=options["bias"],
-                     name=f"dense_{i}")(x.reshape(x.shape[0], -1))
-      if self.layer_norm:  # over the features (channels of a conv), as the reference code
-        x = nn.LayerNorm(name=f"norm_{i}")(x)
-      x = ACTIVATIONS[options["activation"]](x)
-    return nn.Dense(self.outputs, name="q")(x.reshape(x.shape[0], -1))
+  for kind, items in layers:
+    options = dict(items)
+    if kind == "flatten":
+      spec.append({"type": "flatten"})
+      rank = 1
+      continue
+    rank = vector() if kind == "dense" else 3  # conv2d: [H, W, C]
+    activation = options.pop("activation")
+    for key in ("window", "stride"):  # pairs as JSON lists
+      if key in options:
+        options[key] = list(options[key])
+    spec.append(dict(type=kind, **options, activation="none"))
+    if layer_norm:
+      spec.append({"type": "layer_norm"})
+    spec.append({"type": "nonlinearity", "name": activation})
+  vector()
+  return spec + [{"type": "linear", "size": outputs}]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +104,6 @@ def make_networks(layers: tuple, layer_norm: bool, info: SpaceInfo) -> QNetworks
   (cached: the same object across traces)."""
   check_discrete(info.action_space)
   comps = components(info)
-  module = QNetwork(layers, layer_norm, sum(c.size for c in comps))
   state_space = info.network_space
   _check_convolutions(layers, state_space)
 
@@ -138,14 +111,20 @@ def make_networks(layers: tuple, layer_norm: bool, info: SpaceInfo) -> QNetworks
     states, _ = spaces.split_masks(info, obs)
     return _join(state_space, states)
 
-  def init(key):  # arrays are made per call: this object is cached across traces
-    return module.init(key, inputs(spaces.zero_obs(info, (1,))))["params"]
+  shape = jax.eval_shape(inputs, spaces.zero_obs(info, (1,))).shape[1:]
+  try:
+    network = build_network(layer_specs(layers, layer_norm, sum(c.size for c in comps),
+                                        len(shape)), InputSpec(shape, "float"))
+  except NetworkSpecError as error:  # its layer numbers are the built list's, not the config's
+    raise ConfigError(f"pqn.network cannot be built on states of shape {shape}: {error}. "
+                      "Layers: dense (on anything), conv2d (on [height, width, channels]), "
+                      "flatten.") from None
 
   def q_values(params, x):
-    return split_components(module.apply({"params": params}, x), comps)
+    return split_components(network.apply(params, (), x)[1], comps)
 
-  return QNetworks(init, q_values, inputs, functools.partial(action_masks, info, comps),
-                   comps)
+  return QNetworks(network.init, q_values, inputs,
+                   functools.partial(action_masks, info, comps), comps)
 
 
 def _check_convolutions(layers: tuple, space: gym.Space) -> None:

@@ -1,0 +1,192 @@
+"""Learning parity: batchrl's SAC/TD3 beside sbx's (and optionally SB3's) with the same
+values, the same budget and the same seeds, on MuJoCo v5 tasks. Resumable.
+
+    python benchmarks/parity.py --algos sac --envs Hopper-v5 Walker2d-v5 --seeds 0 1 2
+    python benchmarks/parity.py --table-only          # the table from what has finished
+
+Each run is a subprocess: batchrl's is ``batchrl train --config {algo}_mujoco`` with
+``--set env=... steps=... eval_every=...`` (its own presets: the values SAC/TD3 papers,
+CleanRL and rl-zoo share), the peer's is ``benchmarks/peers/sbx_train.py`` in the peers'
+venv with the same values (see its docstring). Runs go under ``--results`` (default
+``benchmarks/results/parity``); a run killed mid-way continues from its last checkpoint
+(batchrl: exactly; the peer: from its last saved chunk) when the same command is given
+again, and finished runs are skipped, so the benchmark can run across several sittings.
+Runs are taken seed by seed (every task's seed 0 first), so a partial table has one seed
+everywhere before it has three anywhere.
+
+The table: best and final greedy evaluation (mean of ``--episodes`` episodes) per run, the
+mean over finished seeds, and batchrl's mean as a ratio of the peer's. Evaluations happen
+every ``--eval-every`` steps on a separate env in both libraries.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402
+
+ALGOS = ("sac", "td3")
+ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
+PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
+
+
+def run_name(library: str, algo: str, env: str, seed: int) -> str:
+  return f"{library}-{algo}-{env}-s{seed}"
+
+
+def ours_command(algo: str, env: str, seed: int, args) -> list[str]:
+  """``batchrl train`` with the named preset; the same timestamp resumes the run."""
+  sets = dict(env=env, steps=args.steps, eval_every=args.eval_every,
+              eval_episodes=args.episodes, eval_steps=args.episodes * 1000,
+              checkpoint_every=args.eval_every, keep_checkpoints=1)
+  cmd = [sys.executable, "-m", "batchrl", "train", "--config", f"{algo}_mujoco",
+         "--logdir", os.path.join(args.results, "batchrl"),
+         "--timestamp", run_name("batchrl", algo, env, seed).removeprefix("batchrl-"),
+         "--seed", str(seed)]
+  for key, value in sets.items():
+    cmd += ["--set", f"{key}={value}"]
+  return cmd
+
+
+def ours_dir(algo: str, env: str, seed: int, args) -> str:
+  stamp = run_name("batchrl", algo, env, seed).removeprefix("batchrl-")
+  return os.path.join(args.results, "batchrl", f"{stamp}-{algo}_mujoco")
+
+
+def ours_evals(run_dir: str) -> list[tuple[int, float]]:
+  """(step, mean greedy return) of every evaluation in a batchrl run's metrics."""
+  path = os.path.join(run_dir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  return [(int(r["step"]), float(r["mean_score"])) for r in rows if r.get("phase") == "eval"]
+
+
+def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
+  return [python_path(), PEER_SCRIPT, "--library", library, "--algo", algo, "--env", env,
+          "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
+          str(args.eval_every), "--episodes", str(args.episodes), "--save-dir",
+          os.path.join(args.results, run_name(library, algo, env, seed))]
+
+
+def result_path(library: str, algo: str, env: str, seed: int, args) -> str:
+  return os.path.join(args.results, run_name(library, algo, env, seed) + ".json")
+
+
+def load_result(library: str, algo: str, env: str, seed: int, args) -> dict | None:
+  path = result_path(library, algo, env, seed, args)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def write_result(path: str, result: dict) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(result, f)
+  os.replace(tmp, path)
+
+
+def run_ours(algo: str, env: str, seed: int, args) -> dict:
+  start = time.perf_counter()
+  cmd = ours_command(algo, env, seed, args)
+  log = os.path.join(args.results, run_name("batchrl", algo, env, seed) + ".log")
+  with open(log, "a") as f:  # its log lines (the run folder keeps its metrics)
+    proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+  if proc.returncode != 0:
+    raise RuntimeError(f"{' '.join(cmd)} failed (exit code {proc.returncode}): see {log}")
+  evals = ours_evals(ours_dir(algo, env, seed, args))
+  return {"library": "batchrl", "algo": algo, "env": env, "seed": seed, "steps": args.steps,
+          "evals": evals, "best_return": max(m for _, m in evals),
+          "final_return": evals[-1][1], "sitting_s": round(time.perf_counter() - start, 1),
+          "command": " ".join(cmd)}
+
+
+def run_peer(library: str, algo: str, env: str, seed: int, args) -> dict:
+  cmd = peer_command(library, algo, env, seed, args)
+  proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env())
+  result = parse_result(proc.stdout)
+  if proc.returncode != 0 or result is None:
+    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:])
+    raise RuntimeError(f"{' '.join(cmd)} failed (exit code {proc.returncode}):\n{tail}")
+  result["evals"] = [tuple(e) for e in result["evals"]]
+  result["library"], result["command"] = library, " ".join(cmd)
+  return result
+
+
+def jobs(args):
+  """(library, algo, env, seed) in the order they run: seed-major."""
+  for seed in args.seeds:
+    for algo in args.algos:
+      for env in args.envs:
+        for library in args.libraries:
+          yield library, algo, env, seed
+
+
+def summary_rows(args) -> list[str]:
+  """Markdown rows: per (algo, env), each library's runs and the mean ratio."""
+  lines = ["| algo | env | library | seeds done | best (per seed) | mean best | "
+           "mean final | batchrl / peer (best) |", "|---|---|---|---|---|---|---|---|"]
+  for algo in args.algos:
+    for env in args.envs:
+      means = {}
+      for library in args.libraries:
+        done = [r for r in (load_result(library, algo, env, s, args) for s in args.seeds) if r]
+        if not done:
+          lines.append(f"| {algo} | {env} | {library} | 0/{len(args.seeds)} | pending | | | |")
+          continue
+        best = [r["best_return"] for r in done]
+        final = [r["final_return"] for r in done]
+        means[library] = sum(best) / len(best)
+        ratio = ""
+        if library != "batchrl" and "batchrl" in means and means[library] > 0:
+          ratio = f"{means['batchrl'] / means[library]:.2f}"
+        lines.append(f"| {algo} | {env} | {library} | {len(done)}/{len(args.seeds)} | "
+                     f"{', '.join(f'{b:.0f}' for b in best)} | {means[library]:.0f} | "
+                     f"{sum(final) / len(final):.0f} | {ratio} |")
+  return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--algos", nargs="+", choices=ALGOS, default=["sac"])
+  p.add_argument("--envs", nargs="+", choices=ENVS, default=["Hopper-v5", "Walker2d-v5"])
+  p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+  p.add_argument("--libraries", nargs="+", choices=("batchrl", "sbx", "sb3"),
+                 default=["batchrl", "sbx"])
+  p.add_argument("--steps", type=int, default=100_000)
+  p.add_argument("--eval-every", type=int, default=10_000)
+  p.add_argument("--episodes", type=int, default=5, help="greedy episodes per evaluation")
+  p.add_argument("--results", default=os.path.join(HERE, "results", "parity"))
+  p.add_argument("--table-only", action="store_true", help="print the table, run nothing")
+  args = p.parse_args(argv)
+  os.makedirs(args.results, exist_ok=True)
+  if not args.table_only:
+    if any(lib != "batchrl" for lib in args.libraries) and not installed():
+      raise SystemExit("the peers' venv is not installed: python benchmarks/peers/setup.py")
+    for library, algo, env, seed in jobs(args):
+      if load_result(library, algo, env, seed, args):
+        continue  # finished in an earlier sitting
+      print(f"{time.strftime('%H:%M:%S')} {run_name(library, algo, env, seed)} ...",
+            flush=True)
+      result = (run_ours(algo, env, seed, args) if library == "batchrl"
+                else run_peer(library, algo, env, seed, args))
+      write_result(result_path(library, algo, env, seed, args), result)
+      print(f"  best {result['best_return']:.0f}, final {result['final_return']:.0f}",
+            flush=True)
+  print(f"{args.steps} steps, greedy evaluation of {args.episodes} episodes every "
+        f"{args.eval_every} steps; results in {args.results}")
+  print("\n".join(summary_rows(args)))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

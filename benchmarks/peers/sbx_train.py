@@ -1,0 +1,161 @@
+"""One SAC or TD3 run of sbx (Stable-Baselines-Jax) or SB3 on a MuJoCo task, resumable.
+
+Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
+
+    benchmarks/.peers-venv/bin/python benchmarks/peers/sbx_train.py --algo sac \\
+        --env Hopper-v5 --steps 100000 --eval-every 10000 --save-dir /tmp/sbx-hopper
+
+The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` train with (its presets
+``mujoco_sac`` and ``mujoco_td3``, the values the published implementations share), so a
+side-by-side run differs in the implementation only: 2x256 ReLU MLPs, Adam 3e-4, batch 256,
+gamma 0.99, tau 0.005, a 1M memory, one gradient step per env step from ``learning_starts``
+on (SAC 5000, TD3 25000); SAC's temperature learned from 1.0 toward -|A|; TD3's Gaussian
+exploration noise 0.1, target noise 0.2 clipped at 0.5, an actor step every 2 gradient
+steps. Before learning starts both act with their untrained policy (SB3's
+``learning_starts`` samples uniformly instead: see ``--uniform-start``).
+
+With ``--save-dir`` the run trains in chunks of ``--eval-every`` steps and saves the model,
+the replay buffer and the evaluations after each, so a killed run continues from its last
+chunk when started again with the same arguments (not bit-exact: the random streams start
+afresh). Evaluation: SB3's ``evaluate_policy``, deterministic, ``--episodes`` episodes on a
+separate env, after every chunk.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import _common
+
+ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5")
+COMMON = dict(learning_rate=3e-4, batch_size=256, gamma=0.99, tau=0.005,
+              buffer_size=1_000_000, train_freq=1, gradient_steps=1)
+VALUES = {
+    "sac": dict(COMMON, learning_starts=5_000, ent_coef="auto_1.0"),
+    "td3": dict(COMMON, learning_starts=25_000, policy_delay=2, target_policy_noise=0.2,
+                target_noise_clip=0.5),
+}
+NOISE_STD = {"td3": 0.1}  # Gaussian exploration noise, in units of the action half range
+
+
+def model_class(library: str, algo: str):
+  if library == "sbx":
+    import sbx
+    return getattr(sbx, algo.upper())
+  import stable_baselines3
+  return getattr(stable_baselines3, algo.upper())
+
+
+def build(library: str, algo: str, env, seed: int, uniform_start: bool):
+  import numpy as np
+  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=[256, 256]))
+  if algo in NOISE_STD:
+    from stable_baselines3.common.noise import NormalActionNoise
+    n = env.action_space.shape[0]
+    kwargs["action_noise"] = NormalActionNoise(np.zeros(n), NOISE_STD[algo] * np.ones(n))
+  extra = {} if library == "sbx" else {"device": "cpu"}
+  model = model_class(library, algo)("MlpPolicy", env, seed=seed, verbose=0, **kwargs,
+                                     **extra)
+  if not uniform_start:
+    # SB3/sbx sample uniformly before learning_starts; batchrl acts with its untrained
+    # policy there. Same as batchrl: the policy acts (with its noise) from the first step.
+    model._sample_action_uniform = False  # read by the patched _sample_action below
+  return model
+
+
+def patch_start_sampling() -> None:
+  """SB3's ``_sample_action`` draws uniform actions while ``num_timesteps <
+  learning_starts``; with ``_sample_action_uniform = False`` on a model it asks the policy
+  (plus action noise) from the first step, as batchrl does."""
+  from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+  original = OffPolicyAlgorithm._sample_action
+
+  def sample(self, learning_starts, action_noise=None, n_envs=1):
+    if getattr(self, "_sample_action_uniform", True):
+      return original(self, learning_starts, action_noise, n_envs)
+    return original(self, 0, action_noise, n_envs)
+
+  OffPolicyAlgorithm._sample_action = sample
+
+
+def paths(save_dir: str) -> dict:
+  return {name: os.path.join(save_dir, file) for name, file in
+          (("model", "model.zip"), ("buffer", "buffer.pkl"), ("state", "state.json"))}
+
+
+def save(model, save_dir: str, state: dict) -> None:
+  p = paths(save_dir)
+  model.save(p["model"])
+  model.save_replay_buffer(p["buffer"])
+  tmp = p["state"] + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(state, f)
+  os.replace(tmp, p["state"])  # the state names a finished chunk only once all is saved
+
+
+def main() -> None:
+  p = _common.parser(__doc__.splitlines()[0], steps=100_000, episodes=5, target=float("nan"),
+                     envs=ENVS)
+  p.add_argument("--algo", choices=sorted(VALUES), default="sac")
+  p.add_argument("--library", choices=("sbx", "sb3"), default="sbx")
+  p.add_argument("--save-dir", default=None, help="resumable: chunks saved here")
+  p.add_argument("--uniform-start", action="store_true",
+                 help="uniform random actions before learning starts (SB3's default)")
+  args = p.parse_args()
+  every = _common.eval_every(args)
+
+  import gymnasium as gym
+  from importlib.metadata import version
+  from stable_baselines3.common.evaluation import evaluate_policy
+  patch_start_sampling()
+
+  setup_start = time.perf_counter()
+  from stable_baselines3.common.monitor import Monitor
+  env, test_env = gym.make(args.env), Monitor(gym.make(args.env))
+  test_env.reset(seed=args.seed + 10_000)
+  run = {k: getattr(args, k) for k in ("library", "algo", "env", "seed", "uniform_start")}
+  state = {"run": run, "evals": [], "train_s": 0.0, "eval_s": 0.0}
+  saved = paths(args.save_dir) if args.save_dir else None
+  if saved and os.path.exists(saved["state"]):
+    with open(saved["state"]) as f:
+      state = json.load(f)
+    if state.get("run") != run:
+      raise SystemExit(f"{args.save_dir} holds another run ({state.get('run')}); this one is "
+                       f"{run}: give another --save-dir")
+    model = model_class(args.library, args.algo).load(saved["model"], env=env)
+    model.load_replay_buffer(saved["buffer"])
+    model._sample_action_uniform = args.uniform_start
+  else:
+    model = build(args.library, args.algo, env, args.seed, args.uniform_start)
+  setup_s = time.perf_counter() - setup_start
+  if args.save_dir:
+    os.makedirs(args.save_dir, exist_ok=True)
+
+  while model.num_timesteps < args.steps:
+    chunk = min(every, args.steps - model.num_timesteps)
+    start = time.perf_counter()
+    model.learn(total_timesteps=chunk, reset_num_timesteps=False)
+    state["train_s"] += time.perf_counter() - start
+    start = time.perf_counter()
+    mean, std = evaluate_policy(model, test_env, n_eval_episodes=args.episodes,
+                                deterministic=True)
+    state["eval_s"] += time.perf_counter() - start
+    state["evals"].append([int(model.num_timesteps), float(mean), float(std)])
+    if args.save_dir:
+      save(model, args.save_dir, state)
+  dist = "sbx-rl" if args.library == "sbx" else "stable-baselines3"
+  result = {"peer": f"{args.library}_{args.algo}", "library": f"{args.library} {version(dist)}",
+            "device": "cpu", "algo": args.algo, "env": args.env, "seed": args.seed,
+            "steps": int(model.num_timesteps), "setup_s": round(setup_s, 3),
+            "train_s": round(state["train_s"], 3), "eval_s": round(state["eval_s"], 3),
+            "eval_every": every, "eval_episodes": args.episodes,
+            "uniform_start": args.uniform_start,
+            "settings": dict(VALUES[args.algo], net_arch=[256, 256],
+                             action_noise=NOISE_STD.get(args.algo))}
+  result.update(_common.summarize([tuple(e) for e in state["evals"]], args.target))
+  _common.emit(result)
+
+
+if __name__ == "__main__":
+  main()

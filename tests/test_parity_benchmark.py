@@ -1,0 +1,53 @@
+"""benchmarks/parity.py's bookkeeping: which runs are done, the command that resumes a run
+and the table from finished runs (the runs themselves are benchmarks, not tests)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import parity  # noqa: E402
+
+from batchrl import cli  # noqa: E402
+
+
+@pytest.fixture
+def args(tmp_path):
+  return SimpleNamespace(algos=["sac"], envs=["Hopper-v5"], seeds=[0, 1],
+                         libraries=["batchrl", "sbx"], steps=100_000, eval_every=10_000,
+                         episodes=5, results=str(tmp_path))
+
+
+def test_the_batchrl_command_is_a_valid_train_command_that_resumes_by_its_timestamp(args):
+  cmd = parity.ours_command("sac", "Hopper-v5", 1, args)
+  assert cmd[1:4] == ["-m", "batchrl", "train"]
+  parsed = cli._parser().parse_args(cmd[3:])
+  assert parsed.config == "sac_mujoco" and parsed.timestamp == "sac-Hopper-v5-s1"
+  assert "env=Hopper-v5" in parsed.overrides and "eval_steps=5000" in parsed.overrides
+  assert parity.ours_dir("sac", "Hopper-v5", 1, args).endswith("sac-Hopper-v5-s1-sac_mujoco")
+
+
+def test_evaluations_are_read_from_the_run_metrics(tmp_path):
+  rows = [{"phase": "train", "step": 5000, "mean_score": 1.0},
+          {"phase": "eval", "step": 10000, "mean_score": 250.5},
+          {"phase": "eval", "step": 20000, "mean_score": 300.0}]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  assert parity.ours_evals(str(tmp_path)) == [(10000, 250.5), (20000, 300.0)]
+  assert parity.ours_evals(str(tmp_path / "missing")) == []
+
+
+def test_the_table_shows_finished_seeds_means_and_the_ratio_and_pending_runs(args):
+  for library, seed, best in [("batchrl", 0, 900.0), ("batchrl", 1, 1100.0),
+                              ("sbx", 0, 1250.0)]:
+    parity.write_result(parity.result_path(library, "sac", "Hopper-v5", seed, args),
+                        {"best_return": best, "final_return": best - 100})
+  assert parity.load_result("sbx", "sac", "Hopper-v5", 1, args) is None
+  rows = parity.summary_rows(args)
+  assert rows[2] == "| sac | Hopper-v5 | batchrl | 2/2 | 900, 1100 | 1000 | 900 |  |"
+  assert rows[3] == "| sac | Hopper-v5 | sbx | 1/2 | 1250 | 1250 | 1150 | 0.80 |"
+  assert list(parity.jobs(args))[:2] == [("batchrl", "sac", "Hopper-v5", 0),
+                                         ("sbx", "sac", "Hopper-v5", 0)]
