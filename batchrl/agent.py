@@ -86,9 +86,10 @@ class Agent:
         'constant', ...), a dict with ``type`` and the agent's keys, or a JSON file path.
       environment: takes states, actions and the episode limit from a
         ``batchrl.envs.Environment``, a Gymnasium id or a Gymnasium env.
-      states, actions: spec dicts (``batchrl.specs``): one spec or a dict of named specs.
-        A bool state ``<action>_mask`` of shape ``action.shape + (num_values,)`` masks an
-        int action (True = allowed; ``action_mask`` for the single unnamed action).
+      states: a spec dict (``batchrl.specs``): one spec or a dict of named specs. A bool
+        state ``<action>_mask`` of shape ``action.shape + (num_values,)`` masks an int
+        action (True = allowed; ``action_mask`` for the single unnamed action).
+      actions: a spec dict (``batchrl.specs``): one spec or a dict of named specs.
       max_episode_timesteps: episode limit (checked in ``observe``; Runner cuts there).
       network: 'auto', a layer list, a ``branches`` dict, or a JSON file path
         (``batchrl.networks.layered``).

@@ -68,7 +68,8 @@ class ThreadedRunner(RunStats):
   Args:
     agent: a ``batchrl.Agent`` with ``parallel_interactions >= len(environments)``.
     environments: a list of ``batchrl.envs.Environment`` instances, Gymnasium envs or ids.
-    environment, num_parallel: alternatively N copies of one Gymnasium id.
+    environment: alternatively a Gymnasium id, of which ``num_parallel`` copies run.
+    num_parallel: how many copies of ``environment``.
     max_episode_timesteps: default episode length limit of ``run()``.
     seed: seeds the environments' first reset (per-env seeds derived from it).
   """

@@ -54,10 +54,12 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
     space: ``["learning_rate=loguniform(1e-4,1e-2)", ...]`` or ``{key: expression}``
       (``batchrl.tune.space``).
     trials: trials the study holds when done (a resumed search runs the rest).
-    logdir, timestamp: the search goes to ``logdir/<timestamp>-<config>-tune`` (now's time
-      when not given); an existing one resumes. ``directory`` names it outright instead.
+    logdir: the search goes to ``logdir/<timestamp>-<config>-tune``; an existing one
+      resumes. ``directory`` names it outright instead.
+    timestamp: the search folder's prefix (now's time when not given).
     overrides: ``--set`` items applied to every trial.
-    sampler, pruner: a name (``TuneOptions``) or an Optuna sampler / pruner object.
+    sampler: a name (``TuneOptions``) or an Optuna sampler object.
+    pruner: a name (``TuneOptions``) or an Optuna pruner object.
     batch_trials: train up to this many trials side by side in one compiled program
       (gymnax configs; ``batchrl.tune.batched``); 1 trains them one after another. None
       (auto): side by side, as many per program as memory allows (at most 16), where the
