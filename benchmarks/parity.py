@@ -31,6 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402
 
+from batchrl.files import write_atomic  # noqa: E402
+
 ALGOS = ("sac", "td3")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
@@ -89,10 +91,7 @@ def load_result(library: str, algo: str, env: str, seed: int, args) -> dict | No
 
 
 def write_result(path: str, result: dict) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(result, f)
-  os.replace(tmp, path)
+  write_atomic(path, json.dumps(result))
 
 
 def run_ours(algo: str, env: str, seed: int, args) -> dict:

@@ -27,7 +27,7 @@ from batchrl.train.build import (build_env, build_model, close_env, eval_cap, ev
 from batchrl.train.cpu_threads import start_cpu_backend
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
-from batchrl.train.schedule import call_length, schedule
+from batchrl.train.schedule import run_in_calls, schedule
 
 
 def check_seeds(exp: Experiment, seeds: int | None) -> None:
@@ -57,7 +57,7 @@ class LocalTrainer:
     self._progress = None  # the train phase's listener (``train_phase``'s ``progress``)
     self._heard = 0  # the last count it heard
     self._call_start = 0  # iterations of the phase done before the call under way
-    self._seconds_per_iteration = None  # the last call's pace (``schedule.call_length``)
+    self._seconds_per_iteration = None  # the last call's pace (``schedule.run_in_calls``)
     # progress from inside the chunk only where its program steps host envs already: a host
     # callback keeps a program out of JAX's persistent cache, and a gymnax run's chunk
     # compiled again costs every later run ~2.3 s of start-up (fused CartPole, 2 cores)
@@ -127,16 +127,16 @@ class LocalTrainer:
     start = time.perf_counter()
     # one program for every call: a shorter one runs in the program of a full phase
     length = max(iterations, self.plan["report"])
-    sims, infos, done = self._parts.split(self.sim), [], 0  # joined once, at the end
-    while done < iterations:
-      count = (iterations - done if stop is None else
-               call_length(iterations - done, self._seconds_per_iteration))
-      sims, call_infos = self._call(sims, count, length, start=done)
+    sims, infos = self._parts.split(self.sim), []  # joined once, at the end
+
+    def call(count: int, start: int) -> None:
+      nonlocal sims
+      sims, call_infos = self._call(sims, count, length, start)
       infos.append(call_infos)
-      done += count
-      self._hear(done)
-      if stop is not None and stop():
-        break
+      self._hear(start + count)
+
+    done, self._seconds_per_iteration, _ = run_in_calls(iterations, call, stop,
+                                                        self._seconds_per_iteration)
     self.sim = self._parts.join(sims)
     axis = int(bool(self.seeds))  # infos are [N] per iteration, [S, N] with seeds
     infos = jax.tree.map(lambda *xs: np.concatenate(xs, axis=axis), *infos)
@@ -149,12 +149,10 @@ class LocalTrainer:
 
   def _call(self, sims: list, count: int, length: int, start: int) -> tuple[list, dict]:
     """One compiled call of ``count`` iterations on every part's sim (waited for): the new
-    sims and the infos on the host. It times itself for the next ``call_length``."""
-    began = time.perf_counter()
+    sims and the infos on the host."""
     self._call_start = start
     outs = self._runner.each(lambda sim: self.run_chunk(sim, count, length), sims)
     infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
-    self._seconds_per_iteration = (time.perf_counter() - began) / count
     return [sim for sim, _ in outs], infos
 
   def eval_phase(self) -> dict[str, Any]:

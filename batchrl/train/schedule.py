@@ -7,6 +7,8 @@ The budget is trained exactly, rounded up to whole iterations: train phases are
 from __future__ import annotations
 
 import math
+import time
+from typing import Callable
 
 from batchrl.configs import RunConfig
 
@@ -55,3 +57,20 @@ def call_length(left: int, seconds_per_iteration: float | None) -> int:
   if seconds_per_iteration is None:
     return 1
   return max(1, min(left, int(CALL_SECONDS / max(seconds_per_iteration, 1e-9))))
+
+
+def run_in_calls(length: int, call: Callable[[int, int], None],
+                 stop: Callable[[], bool] | None, pace: float | None):
+  """A train phase of ``length`` iterations as compiled calls ``call(count, start)`` (each
+  trains ``count`` iterations from the phase's ``start``): one call without ``stop``; with
+  it, calls of ``call_length`` at ``pace`` (seconds per iteration of the last call), ending
+  after the first call at whose end ``stop()`` is true. Returns ``(iterations done, pace,
+  stopped)``: the local trainer and batched trials share this, each with its own ``call``."""
+  done, stopped = 0, False
+  while done < length and not stopped:
+    count = length - done if stop is None else call_length(length - done, pace)
+    began = time.perf_counter()
+    call(count, done)
+    pace, done = (time.perf_counter() - began) / count, done + count
+    stopped = stop is not None and stop()
+  return done, pace, stopped

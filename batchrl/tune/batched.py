@@ -58,7 +58,7 @@ from batchrl.train import fused
 from batchrl.train.build import build_env, close_env, eval_cap, eval_kind, eval_steps
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run, save_sim
-from batchrl.train.schedule import call_length, due, phase_length, schedule
+from batchrl.train.schedule import due, phase_length, run_in_calls, schedule
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.space import Param
 from batchrl.tune.study import FAILED, RESUMES, RUN_DIR, TRIALS_DIR
@@ -462,18 +462,19 @@ def _train_phase(group: GroupPrograms, runner: PartRunner, parts: LaneSplit, par
   ``stop``, in calls of about ``schedule.CALL_SECONDS`` (``pace``: seconds per iteration of
   the last call), and a ``KeyboardInterrupt`` after the call at whose end ``stop()`` is true
   (the group starts again on resume: nothing is lost by not finishing the phase)."""
-  done, infos = 0, []
-  while done < length:
-    count = length - done if stop is None else call_length(length - done, pace)
-    began = time.perf_counter()
+  infos = []
+
+  def call(count: int, start: int) -> None:
+    nonlocal sims
     outs = runner.each(lambda v, s: group.chunk(v, s, jnp.int32(count), program_length),
                        part_values, sims)
     sims = [sim for sim, _ in outs]
     part = parts.join_host(jax.device_get([info for _, info in outs]))
     infos.append(jax.tree.map(lambda x: x[:, :count], part))  # rows past it: unwritten
-    pace, done = (time.perf_counter() - began) / count, done + count
-    if stop is not None and stop():
-      raise KeyboardInterrupt
+
+  _, pace, stopped = run_in_calls(length, call, stop, pace)
+  if stopped:
+    raise KeyboardInterrupt
   return sims, jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *infos), pace
 
 
