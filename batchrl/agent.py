@@ -51,7 +51,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from batchrl import checkpoint
+from batchrl import checkpoint, presets
 from batchrl.agents import agent_spec
 from batchrl.agents.core import Model
 from batchrl.agents.dispatch import prefer_compilation_cache, prefer_inline_dispatch
@@ -73,17 +73,18 @@ class Agent:
   # ------------------------------------------------------------------------ creating
 
   @classmethod
-  def create(cls, agent: Any = "ppo", environment: Any = None, *, states: dict | None = None,
+  def create(cls, agent: Any = None, environment: Any = None, *, states: dict | None = None,
              actions: dict | None = None, max_episode_timesteps: int | None = None,
              network: Any = "auto", preprocessing: Any = None,
              reward_preprocessing: Any = None, exploration: Any = None,
              seed: int | None = None, parallel_interactions: int = 1,
-             **agent_kwargs) -> Agent:
+             preset: str | None = None, **agent_kwargs) -> Agent:
     """Builds an agent.
 
     Args:
       agent: an agent name (``batchrl.agents.families.api_names()``: 'ppo', 'random',
-        'constant', ...), a dict with ``type`` and the agent's keys, or a JSON file path.
+        'constant', ...), a dict with ``type`` and the agent's keys, or a JSON file path
+        (None: 'ppo', or the agent of ``preset``).
       environment: takes states, actions and the episode limit from a
         ``batchrl.envs.Environment``, a Gymnasium id or a Gymnasium env.
       states: a spec dict (``batchrl.specs``): one spec or a dict of named specs. A bool
@@ -99,8 +100,12 @@ class Agent:
       seed: seeds parameters, sampling and exploration (None: a random seed, recorded in
         ``agent.spec``).
       parallel_interactions: number of streams one agent acts for.
+      preset: a named config of ``batchrl train`` (``batchrl configs`` lists them, e.g.
+        'sac_pendulum'): the agent gets that run's agent values and networks, its update
+        schedule kept per transition for these streams (``batchrl.presets``).
       **agent_kwargs: the agent's own keys (each agent's ``keys.py``, e.g.
-        ``batchrl.agents.ppo.keys``).
+        ``batchrl.agents.ppo.keys``); with ``preset``, changes to the preset's config fields
+        (as ``batchrl configs NAME`` lists them).
 
     Networks: ``network='auto'`` builds, for each state, a dense(64, tanh) branch (a
     convolution stack for images), then two dense(64) layers (``batchrl.networks.layered``);
@@ -108,16 +113,21 @@ class Agent:
     the SAC/TD3/DDPG actors), and for the DDPG, TD3 and SAC critics two dense(256) layers on
     [features, action] (``critic_layers``). ``agent.summary()`` lists what was built, with
     parameter counts. ``batchrl train``'s named configs choose their own sizes (e.g.
-    ``sac_pendulum``: 2x64 MLPs), so an agent with these defaults is not that run: give
-    ``network=`` and the agent's keys to match one.
+    ``sac_pendulum``: 2x64 MLPs), so an agent with these defaults is not that run:
+    ``preset='sac_pendulum'`` gives that run's agent (or give ``network=`` and the agent's
+    keys).
 
     Compilation: creating an agent traces its initial state; that program and the act
     programs compile at first use (seconds for SAC or TD3 on a CPU). Compiled programs are
     kept in JAX's persistent compilation cache for the next process, as ``batchrl train``
     keeps them (``batchrl.agents.dispatch.prefer_compilation_cache``).
     """
-    with agent_spec.naming_spec_files(agent, network):
-      name, kwargs = agent_spec.resolve_agent(agent, agent_kwargs)
+    if preset is not None:
+      name, kwargs = presets.preset_config(preset, agent_kwargs, parallel_interactions)
+      presets.check_preset_arguments(preset, agent, network, name)
+    else:
+      with agent_spec.naming_spec_files(agent, network):
+        name, kwargs = agent_spec.resolve_agent("ppo" if agent is None else agent, agent_kwargs)
     if environment is not None:
       if states is not None or actions is not None:
         raise ConfigError("give environment= or states=/actions=, not both.")
@@ -134,6 +144,8 @@ class Agent:
                   network=agent_spec.resolve_network(network), preprocessing=preprocessing,
                   reward_preprocessing=reward_preprocessing, exploration=exploration,
                   seed=seed, parallel_interactions=parallel_interactions, config=kwargs)
+      if preset is not None:
+        spec["preset"] = preset
       return cls(agent_spec.jsonable(spec))
 
   def __init__(self, spec: dict):
@@ -216,9 +228,11 @@ class Agent:
     shapes = jax.eval_shape(self._rt.init_state, self._seed)  # its trace is cached
     spec = self.spec
     streams = self.parallel_interactions
+    built = (f"preset={spec['preset']!r}" if spec.get("preset") is not None
+             else f"network={json.dumps(spec['network'])}")
     head = (f"{spec['type']} agent: states {_spec_text(spec['states'])}, actions "
             f"{_spec_text(spec['actions'])}, {streams} stream{'s' if streams > 1 else ''}, "
-            f"network={json.dumps(spec['network'])}, seed {spec['seed']}")
+            f"{built}, seed {spec['seed']}")
     nets = agent_spec.describe_networks(getattr(shapes.model, "params", ()))
     return "\n".join([head, *(f"  {line}" for line in nets)])
 

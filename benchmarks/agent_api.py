@@ -24,9 +24,9 @@ The user's loops, timed as written:
   ``batchrl train --config sac_pendulum``'s host loop (``LocalTrainer``: 4 envs, 4 gradient
   steps per store of 4, so one per env step) with the agent's own networks, timed over the
   same number of env steps. Both learn from step 256 on (the benchmark's choice, so updates
-  start soon). A last row compares what a user would pair by name: ``Agent`` with
-  ``critic_layers=[64, 64]`` (still the ``network='auto'`` torsos) against ``sac_pendulum``
-  as named (2x64 MLPs). Compiled programs come from JAX's persistent cache where an earlier run left
+  start soon). A last row compares what a user would pair by name:
+  ``Agent.create(preset='sac_pendulum')`` (one stream: 4 gradient steps every 4 steps)
+  against ``sac_pendulum`` as named (2x64 MLPs both). Compiled programs come from JAX's persistent cache where an earlier run left
   them (``Agent`` and ``batchrl train`` both use it): run with ``BATCHRL_COMPILATION_CACHE=0``
   for a cold start.
 
@@ -284,14 +284,17 @@ SAC_FIRST_UPDATE = 256  # learning starts here on both sides (one batch stored)
 
 def sac_agent_cost(steps: int, seed: int = 0, **keys) -> dict:
   """SAC through ``Agent`` on Pendulum-v1 with its defaults but ``first_update`` (and
-  ``keys``): create time, the first two steps (compilation), then wall and CPU seconds per
-  step of the user's loop (env step included) over ``steps`` steps that each run a gradient
-  step."""
+  ``keys``, ``preset=`` among them): create time, the first two steps (compilation), then
+  wall and CPU seconds per step of the user's loop (env step included) over ``steps`` steps
+  that run a gradient step each (a preset's ``update_frequency`` steps run as many in one
+  update)."""
   env = batchrl.envs.make("Pendulum-v1")
   start = time.perf_counter()
   agent = Agent.create(agent="sac", environment=env, seed=seed,
                        first_update=SAC_FIRST_UPDATE, **keys)
   create_s = time.perf_counter() - start
+  every = agent.spec["config"].get("update_frequency", 1) if "preset" in keys else 1
+  steps -= steps % every
   states = env.reset(seed=seed)
 
   def step():
@@ -314,7 +317,7 @@ def sac_agent_cost(steps: int, seed: int = 0, **keys) -> dict:
   for _ in range(steps):
     step()
   wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-  if agent.updates - before != steps:
+  if agent.updates - before != steps // every:
     raise RuntimeError(f"{agent.updates - before} of {steps} timed steps updated")
   env.close()
   networks = ", ".join(line.strip().split(";")[0] for line in agent.summary().splitlines()[1:])
@@ -399,13 +402,17 @@ def user_rows(steps: int, sac_steps: int) -> list[tuple[str, str]]:
   rows.append(("SAC Pendulum: Agent / batchrl train per step",
                f"{ours['step_ms'] / cli['step_ms']:.2f}x wall, "
                f"{ours['cpu_ms'] / cli['cpu_ms']:.2f}x CPU"))
-  print("timing SAC with critic_layers=[64, 64] against sac_pendulum as named ...", flush=True)
-  narrow, named = sac_agent_cost(sac_steps, critic_layers=[64, 64]), sac_cli_cost(None, sac_steps)
-  rows.append(("SAC Pendulum, narrow: Agent critic_layers=[64, 64] / batchrl train "
-               "sac_pendulum (2x64 MLPs, not the same networks)",
-               f"{narrow['step_ms']:.2f} / {named['step_ms']:.2f} ms wall, "
-               f"{narrow['cpu_ms']:.2f} / {named['cpu_ms']:.2f} ms CPU per step: "
-               f"{narrow['cpu_ms'] / named['cpu_ms']:.2f}x CPU; {narrow['networks']}"))
+  print("timing Agent.create(preset='sac_pendulum') against sac_pendulum as named ...",
+        flush=True)
+  preset = sac_agent_cost(sac_steps, preset="sac_pendulum")
+  named = sac_cli_cost(None, sac_steps)
+  rows.append(("SAC Pendulum, preset: Agent.create(preset='sac_pendulum') / batchrl train "
+               "sac_pendulum (2x64 MLPs both, one gradient step per env step)",
+               f"{preset['step_ms']:.2f} / {named['step_ms']:.2f} ms wall, "
+               f"{preset['cpu_ms']:.2f} / {named['cpu_ms']:.2f} ms CPU per step: "
+               f"{preset['step_ms'] / named['step_ms']:.2f}x wall, "
+               f"{preset['cpu_ms'] / named['cpu_ms']:.2f}x CPU; create "
+               f"{preset['create_s']:.2f} s; {preset['networks']}"))
   return rows
 
 

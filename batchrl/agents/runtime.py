@@ -23,12 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import interaction, spaces
-from batchrl.agents.families import api_type
+from batchrl.agents.families import api_type, family_of_type
 from batchrl.agents.family import BuildContext
 from batchrl.agents.adapters import Adapters, build_adapters
 from batchrl.agents.errors import AgentUsageError
 from batchrl.agents.interaction import AgentState, AgentParts
-from batchrl.configclass import ConfigError
+from batchrl.configclass import ConfigError, from_dict
 from batchrl.specs import EnvSpec
 
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
@@ -168,10 +168,19 @@ def _build(spec: dict) -> Runtime:
   agent_type = api_type(spec["type"])
   context = BuildContext(n, spec.get("network", "auto"), adapters.action_space,
                                   spec.get("max_episode_timesteps"))
-  model = agent_type.build(dict(spec.get("config") or {}), context)
+  if spec.get("preset") is not None:  # the whole config of a preset (``batchrl.presets``)
+    model = _config_model(spec["type"], spec["config"])
+  else:
+    model = agent_type.build(dict(spec.get("config") or {}), context)
   parts = AgentParts(model, n, STAGE_DEPTH, adapters.preprocess, adapters.reward_preprocess,
                 adapters.explore, adapters.explore_init)
   return Runtime(spec, adapters, parts)
+
+
+def _config_model(agent_type: str, config: dict):
+  """The model of a spec that gives its family's whole config (field names, not keys)."""
+  found = family_of_type(agent_type)
+  return found.make(from_dict(found.config_class, config))
 
 
 # ---------------------------------------------------------------- programs
