@@ -1,5 +1,5 @@
-"""The ``batchrl`` command: ``train``, ``visualize``, ``export``, ``configs``, ``run``, ``plot``
-and ``tune``.
+"""The ``batchrl`` command: ``train``, ``visualize``, ``export``, ``configs``, ``run``, ``plot``,
+``tune`` and ``bench``.
 
     batchrl train --config pendulum --logdir runs [--timestamp T] [--seed S] [--seeds K]
                   [--set key=value ...] [--track] [--ray [--address ADDR] [--runners N]
@@ -16,12 +16,15 @@ and ``tune``.
                  [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
                  [--no-tensorboard]
     batchrl plot RUN... [--x steps|time] [--metric mean_score] [--out plot.png]
+    batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--report FILE.md]
+                  [--report-only] | --list
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
                 [--load DIR] [--deterministic] [--log-every N] [--no-progress]
 
 --logdir is always the directory that holds runs: train writes each run into
-LOGDIR/<T>-<config>, tune its search into LOGDIR/<T>-<config>-tune. RUN is one run directory,
+LOGDIR/<T>-<config>, tune its search into LOGDIR/<T>-<config>-tune, bench a suite's runs
+into LOGDIR/runs. RUN is one run directory,
 LOGDIR/<T>-<config>: visualize, export and plot take it as an argument or as --run RUN (plot
 takes several; a directory of runs stands for every run in it).
 """
@@ -35,7 +38,7 @@ import shlex
 import sys
 from typing import ContextManager
 
-from batchrl.errors import UserInputError
+from batchrl.errors import RunFailure, UserInputError
 
 log = logging.getLogger("batchrl")
 
@@ -92,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
   configs.add_argument("name", nargs="?")
   _add_run_parser(sub)
   _add_tune_parser(sub)
+  _add_bench_parser(sub)
   plot = sub.add_parser("plot", help="learning curves of runs (eval and train) into an image")
   _add_run_arguments(plot, several=True)
   plot.add_argument("--x", choices=("steps", "time"), default="steps",
@@ -198,6 +202,23 @@ def _add_run_parser(sub) -> None:
   run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_bench_parser(sub) -> None:
+  bench = sub.add_parser("bench", help="train a benchmark suite (configs x envs x seeds; "
+                         "resumes where it stopped) and write its table")
+  bench.add_argument("--suite", help="the suite to run (see --list)")
+  bench.add_argument("--logdir", help="the suite's directory: its runs, logs and state; "
+                     "the same --logdir resumes it")
+  bench.add_argument("--jobs", type=int, default=1, metavar="K",
+                     help="runs at once, each pinned to its share of the cores (default 1)")
+  bench.add_argument("--seeds", type=int, metavar="S",
+                     help="seeds 0 to S-1 of every entry (default: the suite's, 3 for most)")
+  bench.add_argument("--report", metavar="FILE.md", help="write the suite's table (scores, "
+                     "wall times, published references, curves) to this Markdown file")
+  bench.add_argument("--report-only", action="store_true", help="write --report from the "
+                     "runs that exist, training nothing")
+  bench.add_argument("--list", action="store_true", help="list the suites")
+
+
 def main(argv: list[str] | None = None) -> int:
   args = _parser().parse_args(argv)
   if args.command in ("visualize", "export", "plot"):
@@ -205,7 +226,6 @@ def main(argv: list[str] | None = None) -> int:
   from batchrl.logging import setup_console_logging
   setup_console_logging()
   from batchrl.checkpoint import CheckpointError
-  from batchrl.errors import RunFailure
 
   try:
     if args.command == "train":
@@ -220,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
       return _export(args)
     if args.command == "tune":
       return _tune(args)
+    if args.command == "bench":
+      return _bench(args)
     return _configs(args)
   except (UserInputError, CheckpointError, FileNotFoundError) as e:
     # A mistake in what the user gave: one line, no traceback. Anything else is a bug and
@@ -420,6 +442,37 @@ def _search(args, tune, stop):
                      parallel=args.parallel, ray=args.ray, address=args.address,
                      runners=args.runners, tensorboard=not args.no_tensorboard, **restarts,
                      stop=stop)
+
+
+def _bench(args) -> int:
+  from batchrl.bench import report, runs, suites
+  if args.list:
+    print(suites.table())
+    return 0
+  if not args.suite or not args.logdir:
+    raise UserInputError("give --suite NAME and --logdir DIR (the suites: batchrl bench "
+                         "--list)")
+  if args.report_only and not args.report:
+    raise UserInputError("--report-only writes the table: give --report FILE.md too")
+  suite = suites.suite(args.suite)
+  seeds = suite.seeds if args.seeds is None else args.seeds
+  result = {"failed": [], "stopped": False}
+  if not args.report_only:
+    runs.plan(suite, seeds)  # bad configs or seeds fail before anything starts
+    result = runs.run_suite(suite, args.logdir, seeds=seeds, jobs=args.jobs)
+    log.info("bench %s: %d runs trained, %d finished earlier, %d failed%s", suite.name,
+             len(result["ran"]), len(result["skipped"]), len(result["failed"]),
+             "; stopped: the same command resumes" if result["stopped"] else "")
+  if args.report:
+    command = shlex.join(["batchrl", "bench", "--suite", suite.name, "--logdir", args.logdir,
+                          "--seeds", str(seeds), "--jobs", str(args.jobs)])
+    print(f"Wrote {report.write_report(suite, args.logdir, args.report, seeds, command)}")
+  if result["stopped"]:
+    return 130
+  if result["failed"]:
+    raise RunFailure(f"{len(result['failed'])} runs failed: {', '.join(result['failed'])}; "
+                     f"their output is in {os.path.join(args.logdir, 'logs')}")
+  return 0
 
 
 def _visualize(args) -> int:

@@ -8,7 +8,12 @@ import os
 
 def usable_cpus() -> int:
   """The CPUs this process may run on (its affinity on Linux, else all of them)."""
+  return len(usable_cpu_ids())
+
+
+def usable_cpu_ids() -> list[int]:
+  """The ids of those CPUs, sorted (on systems without affinity: 0 to count - 1)."""
   try:
-    return len(os.sched_getaffinity(0))
+    return sorted(os.sched_getaffinity(0))
   except AttributeError:  # not on Linux
-    return os.cpu_count() or 1
+    return list(range(os.cpu_count() or 1))

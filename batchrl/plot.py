@@ -148,7 +148,7 @@ def figure(paths: list[str], metric: str = "mean_score", x: str = "steps"):
   if not drawn:
     raise UserInputError(f"no run under {', '.join(paths)} logged {metric!r}; try "
                          "--metric mean_score.")
-  return _draw(drawn, metric, x)
+  return draw(drawn, metric, x)
 
 
 def marker(points: int) -> str:
@@ -157,7 +157,10 @@ def marker(points: int) -> str:
   return "o" if points <= FEW_POINTS else ""
 
 
-def _draw(drawn: list[Curve], metric: str, x: str):
+def draw(drawn: list[Curve], metric: str, x: str,
+         references: tuple[tuple[str, float], ...] = ()):
+  """The figure of ``drawn`` curves; ``references`` are ``(label, value)`` drawn as dotted
+  horizontal lines (published scores, in ``batchrl bench``'s reports)."""
   try:
     import matplotlib
     matplotlib.use("Agg")  # headless: never needs a display
@@ -173,6 +176,8 @@ def _draw(drawn: list[Curve], metric: str, x: str):
               markersize=4, label=f"{curve.run} ({curve.phase})")
     if np.any(curve.high > curve.low):
       axes.fill_between(curve.x, curve.low, curve.high, color=colour, alpha=0.2, lw=0)
+  for i, (label, value) in enumerate(references):
+    axes.axhline(value, color="0.3", linestyle=(":", "-.")[i % 2], linewidth=1.2, label=label)
   axes.set_xlabel("environment steps" if x == "steps" else "minutes since the run started")
   axes.set_ylabel(metric)
   axes.grid(alpha=0.3)

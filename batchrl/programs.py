@@ -103,8 +103,8 @@ def jit(fun: Callable, kind: str, **jit_kwargs) -> Callable:
 
 def compile_ahead(lower: Callable) -> threading.Thread:
   """Compiles what ``lower()`` lowers (``lambda: program.lower(*args)``, ``program`` a
-  ``jit``) in a daemon thread, and returns the thread: ``join()`` it before the program's
-  first call with such arguments, which then finds the program in JAX's cache.
+  ``jit``) in a thread, and returns the thread: ``join()`` it before the program's first
+  call with such arguments, which then finds the program in JAX's cache.
 
   Why: XLA compiles a program on one core, and a run's training chunk (compiling, or
   running on one core) leaves the others idle, so a program needed later (evaluation, the
@@ -117,6 +117,9 @@ def compile_ahead(lower: Callable) -> threading.Thread:
     except Exception as e:  # noqa: BLE001 - the first call compiles instead
       logging.getLogger("batchrl").debug("not compiled ahead: %s", e)
 
-  thread = threading.Thread(target=work, daemon=True, name="batchrl-compile-ahead")
+  # Not a daemon: the interpreter waits for it at exit. A daemon thread still compiling
+  # then (a run that ends before its first evaluation: already complete, or failed) is
+  # stopped inside XLA's C++ code, which aborts the whole process (exit code 134).
+  thread = threading.Thread(target=work, daemon=False, name="batchrl-compile-ahead")
   thread.start()
   return thread

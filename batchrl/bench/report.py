@@ -1,0 +1,230 @@
+"""``batchrl bench --report FILE.md``: a suite's table from the runs that exist, with the
+machine, versions and date it ran on, the command of every row, published references, and
+a learning-curve image per entry.
+
+Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At each
+budget: the final score is the last evaluation at or before it, the best the highest up to
+it; a seed counts at a budget once its run has reached it. Wall time is the sum of a run's
+sittings (start-up, compilation and evaluations included; time stopped is not), steps/s its
+steps over that time.
+"""
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from batchrl import plot
+from batchrl.bench import runs as bench_runs
+from batchrl.bench.suites import Suite, references, steps_text
+from batchrl.configs import REGISTRY
+from batchrl.cpus import usable_cpus
+from batchrl.errors import UserInputError
+from batchrl.files import write_atomic
+
+PACKAGES = ("batchrl", "jax", "jaxlib", "gymnasium", "gymnax", "mujoco", "envpool", "ale-py")
+
+
+# ------------------------------------------------------------------ reading runs
+
+
+def evaluations(logdir: Path, run: bench_runs.Run) -> list[tuple[int, float]]:
+  """``(step, mean greedy score)`` of every evaluation the run logged so far."""
+  directory = bench_runs.run_dir(logdir, run)
+  if not (directory / plot.METRICS_FILE).is_file():
+    return []
+  return [(int(r["step"]), float(r["mean_score"])) for r in plot.read_records(directory)
+          if r.get("phase") == "eval" and r.get("mean_score") is not None]
+
+
+def at_budget(evals: list[tuple[int, float]], budget: int) -> tuple[float, float] | None:
+  """``(final, best)`` at ``budget`` steps; None when the run has not reached it."""
+  if not evals or max(step for step, _ in evals) < budget:
+    return None
+  upto = [score for step, score in evals if step <= budget]
+  if not upto:
+    return None
+  return upto[-1], max(upto)
+
+
+def wall_seconds(state: dict) -> float:
+  return sum(s["seconds"] for s in state["sittings"])
+
+
+# ------------------------------------------------------------------ the table
+
+
+def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
+  """One row per entry and budget (the suite's budgets below the entry's, then its end)."""
+  logdir = Path(logdir)
+  planned = bench_runs.plan(suite, seeds)
+  out = []
+  for entry in suite.entries:
+    mine = [r for r in planned if r.entry == entry]
+    first = mine[0]
+    agent = REGISTRY.get(entry.config).agent
+    evals = {r.seed: evaluations(logdir, r) for r in mine}
+    states = {r.seed: bench_runs.read_state(logdir, r) for r in mine}
+    finished = [r for r in mine if states[r.seed]["finished"]]
+    walls = [wall_seconds(states[r.seed]) for r in finished]
+    budgets = [b for b in suite.budgets if b < first.steps] + [first.steps]
+    for budget in budgets:
+      scores = [s for s in (at_budget(evals[r.seed], budget) for r in mine) if s is not None]
+      out.append({
+          "config": entry.config, "agent": agent, "env": first.env, "budget": budget,
+          "end": budget == first.steps, "seeds": len(scores), "planned": len(mine),
+          "final": [f for f, _ in scores], "best": [b for _, b in scores],
+          "wall_s": walls if budget == first.steps else [],
+          "steps_per_s": ([first.steps / w for w in walls if w > 0]
+                          if budget == first.steps else []),
+          "command": first.user_command().replace(" --seed 0", " --seed S"),
+          "references": references(agent, first.env)})
+  return out
+
+
+def _mean_spread(values: list[float]) -> str:
+  if not values:
+    return "pending"
+  if len(values) == 1:
+    return f"{values[0]:.4g}"
+  return f"{np.mean(values):.4g} ± {np.std(values):.2g}"
+
+
+def _duration(seconds: float) -> str:
+  if seconds >= 3600:
+    return f"{seconds / 3600:.1f} h"
+  if seconds >= 60:
+    return f"{seconds / 60:.1f} min"
+  return f"{seconds:.0f} s"
+
+
+def table(rows_: list[dict]) -> str:
+  lines = ["| config | env | steps | seeds | final (mean ± std) | best (mean ± std) | "
+           "wall per run | steps/s | published | command |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows_:
+    wall = _duration(float(np.mean(r["wall_s"]))) if r["wall_s"] else ""
+    rate = f"{np.mean(r['steps_per_s']):.0f}" if r["steps_per_s"] else ""
+    published = "; ".join(ref.text() for ref in r["references"]) or "-"
+    command = f"`{r['command']}`" if r["end"] else ""
+    lines.append(f"| {r['config']} | {r['env']} | {steps_text(r['budget'])} | "
+                 f"{r['seeds']}/{r['planned']} | {_mean_spread(r['final'])} | "
+                 f"{_mean_spread(r['best'])} | {wall} | {rate} | {published} | {command} |")
+  return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ machine and versions
+
+
+def machine() -> str:
+  """The CPU model and the cores this process may use, and the GPUs when any."""
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    cpu = names[0] if names else cpu
+  except OSError:
+    pass
+  text = f"{cpu}, {usable_cpus()} cores usable"
+  return f"{text}; GPU: {gpus() or 'none'}"
+
+
+def gpus() -> str:
+  if shutil.which("nvidia-smi") is None:
+    return ""
+  try:
+    found = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+  except (OSError, subprocess.SubprocessError):
+    return ""
+  return "; ".join(line.split(" (UUID")[0] for line in found.stdout.splitlines() if line)
+
+
+def versions() -> str:
+  found = []
+  for name in PACKAGES:
+    try:
+      found.append(f"{name} {importlib.metadata.version(name)}")
+    except importlib.metadata.PackageNotFoundError:
+      continue
+  return f"Python {platform.python_version()}, " + ", ".join(found)
+
+
+# ------------------------------------------------------------------ curves
+
+
+def seed_curve(label: str, per_seed: list[list[tuple[int, float]]]) -> plot.Curve | None:
+  """The evaluations of several seeds as one curve: the mean at each step, and a band from
+  the lowest to the highest seed."""
+  by_step: dict[int, list[float]] = {}
+  for evals in per_seed:
+    for step, score in evals:
+      by_step.setdefault(step, []).append(score)
+  if not by_step:
+    return None
+  steps = sorted(by_step)
+  values = [by_step[s] for s in steps]
+  return plot.Curve(label, "eval", np.array(steps), np.array([np.mean(v) for v in values]),
+                    np.array([min(v) for v in values]), np.array([max(v) for v in values]))
+
+
+def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str, Path]:
+  """One PNG per entry with evaluations (seeds' mean and band, published scores dotted):
+  ``{run name without seed: path}``. Needs matplotlib (``batchrl[plot]``)."""
+  logdir = Path(logdir)
+  written = {}
+  planned = bench_runs.plan(suite, seeds)
+  for entry in suite.entries:
+    mine = [r for r in planned if r.entry == entry]
+    label = f"{entry.config} {mine[0].env}"
+    per_seed = [e for e in (evaluations(logdir, r) for r in mine) if e]
+    seeds_text = f"{len(per_seed)} seed{'s' if len(per_seed) != 1 else ''}"
+    curve = seed_curve(f"{label} ({seeds_text})", per_seed)
+    if curve is None:
+      continue
+    refs = tuple((ref.text(), ref.score)
+                 for ref in references(REGISTRY.get(entry.config).agent, mine[0].env))
+    figure = plot.draw([curve], "mean_score (greedy evaluation)", "steps", refs)
+    path = directory / f"{entry.config}-{mine[0].env}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    written[label] = path
+  return written
+
+
+# ------------------------------------------------------------------ the file
+
+
+def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
+  """The report of ``suite`` as Markdown at ``out``, curves beside it in
+  ``<out stem>-curves/``; returns the file written."""
+  out = Path(out)
+  if out.suffix.lower() != ".md":
+    raise UserInputError(f"--report writes Markdown: give a file ending in .md, got {out}.")
+  rows_ = rows(suite, logdir, seeds)
+  try:
+    curves = write_curves(suite, logdir, seeds, out.parent / f"{out.stem}-curves")
+    curve_lines = [f"![{label}]({os.path.relpath(path, out.parent)})"
+                   for label, path in curves.items()]
+  except UserInputError as e:  # matplotlib missing: the table without curves
+    curve_lines = [f"(No curves: {e})"]
+  now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+  text = "\n".join([
+      f"# batchrl bench: {suite.name}", "",
+      f"{suite.description}.", "",
+      f"- Written {now} by `{command}`",
+      f"- Machine: {machine()}",
+      f"- Versions: {versions()}",
+      f"- Seeds planned: {seeds}; runs in {Path(logdir).resolve()}", "",
+      "Scores are greedy evaluations: final = the last at or before the steps shown, best = "
+      "the highest up to them, mean ± standard deviation over the seeds that got there. Wall "
+      "time is a whole run (start-up, compilation and evaluations included). Published "
+      "figures are other code on other machines, with their settings named; the command "
+      "trains one seed of the row (S = 0, 1, ...).", "",
+      table(rows_), "", *curve_lines, ""])
+  return write_atomic(out, text)

@@ -1,0 +1,262 @@
+"""Running a suite: every entry x seed as a ``batchrl train`` process, K at a time, each
+pinned to its own cores; resumable.
+
+Layout under ``--logdir DIR``:
+
+    DIR/runs/<env>-s<seed>-<config>/   the run (``batchrl train --timestamp <env>-s<seed>``)
+    DIR/logs/<env>-s<seed>-<config>.log   its console output, every sitting appended
+    DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code), finished
+
+A run whose process exited 0 is finished and is skipped the next time; one that was stopped
+(Ctrl-C, a killed machine) continues from its last checkpoint, because the same command
+with the same ``--timestamp`` resumes a run exactly. A run that fails is reported with its
+log; the others go on. Runs are started seed by seed (every entry's first seed, then the
+second ...), so a suite cut short has one seed everywhere before it has three anywhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from batchrl import configs
+from batchrl.bench.suites import Entry, Suite
+from batchrl.cpus import usable_cpu_ids
+from batchrl.configclass import ConfigError
+from batchrl.files import write_atomic
+
+log = logging.getLogger("batchrl")
+
+INTERRUPTED = 130  # ``batchrl train``'s exit code after Ctrl-C (it saved a checkpoint)
+POLL_SECONDS = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One entry of a suite at one seed."""
+
+  entry: Entry
+  seed: int
+  env: str  # the entry's environment (the config's own when the entry names none)
+  steps: int  # its budget
+
+  @property
+  def stamp(self) -> str:
+    return f"{self.env}-s{self.seed}"
+
+  @property
+  def name(self) -> str:
+    return f"{self.stamp}-{self.entry.config}"
+
+  def overrides(self) -> list[str]:
+    given = [f"env={self.entry.env}"] if self.entry.env else []
+    given += [f"steps={self.entry.steps}"] if self.entry.steps else []
+    return given + list(self.entry.sets)
+
+  def user_command(self) -> str:
+    """What a user types to train this run alone (``--logdir`` left to them)."""
+    sets = " ".join(f"--set {shlex.quote(item)}" for item in self.overrides())
+    return f"batchrl train --config {self.entry.config} --seed {self.seed}" + (
+        f" {sets}" if sets else "")
+
+  def argv(self, logdir: Path) -> list[str]:
+    argv = [sys.executable, "-m", "batchrl", "train", "--config", self.entry.config,
+            "--logdir", str(logdir / "runs"), "--timestamp", self.stamp, "--seed",
+            str(self.seed), "--no-progress"]
+    for item in self.overrides():
+      argv += ["--set", item]
+    return argv
+
+
+def plan(suite: Suite, seeds: int) -> list[Run]:
+  """The suite's runs in the order they start: seed by seed, entries in order. Unknown
+  configs and bad ``--set`` items are errors here, before anything runs."""
+  if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+    raise ConfigError(f"--seeds must be a positive number of seeds, got {seeds!r}.")
+  entries = []
+  for entry in suite.entries:
+    exp = configs.apply_overrides(configs.get(entry.config),
+                                  Run(entry, 0, "", 0).overrides())
+    entries.append((entry, exp.run.env, exp.run.steps))
+  return [Run(entry, seed, env, steps) for seed in range(seeds)
+          for entry, env, steps in entries]
+
+
+# ------------------------------------------------------------------ state of a run
+
+
+def state_path(logdir: Path, run: Run) -> Path:
+  return logdir / "state" / f"{run.name}.json"
+
+
+def read_state(logdir: Path, run: Run) -> dict:
+  """``{"sittings": [...], "finished": bool}``; a run never started has no sittings."""
+  path = state_path(logdir, run)
+  if not path.exists():
+    return {"sittings": [], "finished": False}
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def record_sitting(logdir: Path, run: Run, start: float, seconds: float, code: int) -> dict:
+  state = read_state(logdir, run)
+  state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),
+                            "exit": code})
+  state["finished"] = code == 0
+  state["command"] = run.user_command()
+  write_atomic(state_path(logdir, run), json.dumps(state, indent=1))
+  return state
+
+
+def run_dir(logdir: Path, run: Run) -> Path:
+  return logdir / "runs" / run.name
+
+
+def log_path(logdir: Path, run: Run) -> Path:
+  return logdir / "logs" / f"{run.name}.log"
+
+
+# ------------------------------------------------------------------ cores
+
+
+def core_sets(jobs: int, cpus: list[int]) -> list[list[int]]:
+  """The cores of each of ``jobs`` slots: disjoint, as even as the count allows; with more
+  jobs than cores, jobs share cores round-robin."""
+  if jobs >= len(cpus):
+    return [[cpus[i % len(cpus)]] for i in range(jobs)]
+  per, extra = divmod(len(cpus), jobs)
+  sets, at = [], 0
+  for i in range(jobs):
+    size = per + (i < extra)
+    sets.append(cpus[at:at + size])
+    at += size
+  return sets
+
+
+def _child_env(jobs: int) -> dict:
+  """Several processes on one GPU each take a share of its memory, not JAX's default 75%."""
+  env = dict(os.environ)
+  if jobs > 1:
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / jobs:.3f}")
+  return env
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclasses.dataclass
+class _Running:
+  run: Run
+  process: subprocess.Popen
+  slot: int
+  start: float
+  log_file: object
+
+
+def run_suite(suite: Suite, logdir, *, seeds: int | None = None, jobs: int = 1) -> dict:
+  """Trains the runs of ``suite`` not finished yet, ``jobs`` at a time. Returns ``{"ran":
+  [...], "skipped": [...], "failed": [...], "stopped": bool}`` of run names. Ctrl-C stops
+  the runs under way after their current update, with a checkpoint (they resume next time);
+  a second Ctrl-C ends them at once."""
+  if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    raise ConfigError(f"--jobs must be a positive number of runs at once, got {jobs!r}.")
+  logdir = Path(logdir)
+  runs = plan(suite, suite.seeds if seeds is None else seeds)
+  todo = [r for r in runs if not read_state(logdir, r)["finished"]]
+  result = {"ran": [], "skipped": [r.name for r in runs if r not in todo], "failed": [],
+            "stopped": False}
+  if result["skipped"]:
+    log.info("bench %s: %d of %d runs finished earlier; %d to run", suite.name,
+             len(result["skipped"]), len(runs), len(todo))
+  cores = core_sets(jobs, usable_cpu_ids())
+  running: list[_Running] = []
+  try:
+    while todo or running:
+      while todo and len(running) < jobs and not result["stopped"]:
+        running.append(_start(todo.pop(0), logdir, _free_slot(running, jobs), cores, jobs))
+      time.sleep(POLL_SECONDS)
+      running = _reap(running, logdir, result)
+  except KeyboardInterrupt:
+    result["stopped"] = True
+    log.warning("bench %s: Ctrl-C: the runs under way stop after their current update "
+                "with a checkpoint (Ctrl-C again ends them at once); the same command "
+                "resumes the suite.", suite.name)
+    _stop_all(running, logdir, result)
+  return result
+
+
+def _free_slot(running: list[_Running], jobs: int) -> int:
+  taken = {r.slot for r in running}
+  return next(i for i in range(jobs) if i not in taken)
+
+
+def _start(run: Run, logdir: Path, slot: int, cores: list[list[int]], jobs: int) -> _Running:
+  path = log_path(logdir, run)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed when reaped)
+  pinned = set(cores[slot])
+  resumed = run_dir(logdir, run).exists()
+  log.info("bench: %s %s (cores %s)", "resuming" if resumed else "starting", run.name,
+           ",".join(map(str, sorted(pinned))))
+  pin = (lambda: os.sched_setaffinity(0, pinned)) if hasattr(os, "sched_setaffinity") else None
+  # its own session: a Ctrl-C in the terminal reaches only this process, which passes one
+  # SIGINT on (two would make the run stop at once instead of after its update)
+  process = subprocess.Popen(run.argv(logdir), stdout=log_file, stderr=subprocess.STDOUT,
+                             env=_child_env(jobs), preexec_fn=pin, start_new_session=True)
+  return _Running(run, process, slot, time.time(), log_file)
+
+
+def _interrupt(running: list[_Running]) -> None:
+  for r in running:
+    if r.process.poll() is None:
+      r.process.send_signal(signal.SIGINT)
+
+
+def _reap(running: list[_Running], logdir: Path, result: dict) -> list[_Running]:
+  """Records the runs that ended; returns those still running."""
+  still = []
+  for r in running:
+    code = r.process.poll()
+    if code is None:
+      still.append(r)
+      continue
+    _finish(r, code, logdir, result)
+  return still
+
+
+def _finish(r: _Running, code: int, logdir: Path, result: dict) -> None:
+  r.log_file.close()
+  seconds = time.time() - r.start
+  record_sitting(logdir, r.run, r.start, seconds, code)
+  if code == 0:
+    result["ran"].append(r.run.name)
+    log.info("bench: finished %s in %.0f s", r.run.name, seconds)
+  elif code == INTERRUPTED:
+    result["stopped"] = True
+    log.info("bench: stopped %s after %.0f s with a checkpoint", r.run.name, seconds)
+  else:
+    result["failed"].append(r.run.name)
+    log.error("bench: %s failed (exit code %d); its output: %s", r.run.name, code,
+              log_path(logdir, r.run))
+
+
+def _stop_all(running: list[_Running], logdir: Path, result: dict) -> None:
+  """After a Ctrl-C: each run gets one SIGINT and stops after its update with a checkpoint;
+  a second Ctrl-C passes a second one on, which makes them stop at once."""
+  _interrupt(running)
+  try:
+    for r in running:
+      r.process.wait()
+  except KeyboardInterrupt:
+    _interrupt(running)
+    for r in running:
+      r.process.wait()
+  for r in running:
+    _finish(r, r.process.returncode, logdir, result)

@@ -1,0 +1,132 @@
+"""``batchrl bench``: suites planned seed by seed, run K at a time on their own cores, skipped
+once finished, resumed when stopped, failures reported with the others going on, and the
+report's table, references and curves."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from batchrl import cli
+from batchrl.bench import report, runs, suites
+from batchrl.bench.suites import Entry, Reference, Suite
+from batchrl.configclass import ConfigError
+
+TINY = suites.SUITES["smoke"].entries[0].sets  # a few seconds per run once compiled
+
+
+def test_cores_are_shared_out_disjoint_and_evenly():
+  assert runs.core_sets(1, [0, 1]) == [[0, 1]]
+  assert runs.core_sets(2, [0, 1]) == [[0], [1]]
+  assert runs.core_sets(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
+  assert runs.core_sets(3, [4, 6]) == [[4], [6], [4]]  # more jobs than cores: shared
+
+
+def test_a_suite_is_planned_seed_by_seed_with_each_runs_command():
+  planned = runs.plan(suites.suite("mujoco-300k"), 2)
+  assert len(planned) == 2 * 12
+  assert [r.seed for r in planned[:12]] == [0] * 12  # every entry's first seed first
+  first = planned[0]
+  assert (first.entry.config, first.env, first.steps) == ("sac_mujoco", "HalfCheetah-v5",
+                                                          300_000)
+  assert first.name == "HalfCheetah-v5-s0-sac_mujoco"
+  assert first.user_command() == ("batchrl train --config sac_mujoco --seed 0 "
+                                  "--set env=HalfCheetah-v5 --set steps=300000")
+  classic = runs.plan(suites.suite("classic"), 1)
+  assert classic[0].env == "CartPole-v1" and classic[0].steps == 512_000  # the config's own
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: suites.suite("mujoco300k"), "unknown suite 'mujoco300k' (did you mean "
+     "'mujoco-300k'?)"),
+    (lambda: runs.plan(suites.suite("smoke"), 0), "--seeds must be a positive number"),
+    (lambda: runs.plan(Suite("x", "x", (Entry("no_such_config"),)), 1),
+     "unknown config 'no_such_config'"),
+    (lambda: runs.plan(Suite("x", "x", (Entry("cartpole_fused", sets=("stepz=3",)),)), 1),
+     "unknown config key 'stepz'"),
+    (lambda: runs.run_suite(suites.suite("smoke"), "unused", jobs=0), "--jobs must be"),
+])
+def test_bad_suites_seeds_and_jobs_fail_before_anything_runs(make, message):
+  with pytest.raises(ConfigError) as info:
+    make()
+  assert message in str(info.value)
+
+
+def test_scores_at_a_budget_are_the_last_and_best_evaluation_up_to_it():
+  evals = [(10, 1.0), (20, 5.0), (30, 3.0), (40, 4.0)]
+  assert report.at_budget(evals, 30) == (3.0, 5.0)
+  assert report.at_budget(evals, 35) == (3.0, 5.0)
+  assert report.at_budget(evals, 50) is None  # not reached yet: pending
+  assert report.at_budget([], 10) is None
+
+
+def test_references_are_found_by_agent_and_task_whatever_the_version():
+  assert suites.env_family("Hopper-v5") == "Hopper"
+  assert suites.env_family("BreakoutNoFrameskip-v4") == "Breakout"
+  assert suites.env_family("Breakout-MinAtar") == "Breakout-MinAtar"
+  cleanrl = suites.references("sac", "Hopper-v5")[0]
+  assert cleanrl.text() == "CleanRL (MuJoCo v4, 3 seeds): 2310 ± 343 at 1M"
+  assert suites.references("sac", "Humanoid-v5") == ()
+  assert Reference("x", -172, 100_000).text() == "x: -172 at 100k"
+
+
+def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_path, capsys):
+  logdir = tmp_path / "bench"
+  out = tmp_path / "smoke.md"
+  argv = ["bench", "--suite", "smoke", "--logdir", str(logdir), "--seeds", "1", "--jobs",
+          "2", "--report", str(out)]
+  assert cli.main(argv) == 0
+  planned = runs.plan(suites.suite("smoke"), 1)
+  states = [runs.read_state(logdir, r) for r in planned]
+  assert all(s["finished"] and len(s["sittings"]) == 1 for s in states)
+  for r in planned:
+    assert (runs.run_dir(logdir, r) / "metrics.jsonl").is_file()
+    assert report.evaluations(logdir, r)[-1][0] == 4096
+
+  assert cli.main(argv) == 0  # the second call retrains nothing
+  assert [len(runs.read_state(logdir, r)["sittings"]) for r in planned] == [1, 1]
+
+  text = out.read_text()
+  assert "| cartpole_fused | CartPole-v1 | 4096 | 1/1 |" in text
+  assert "SB3 rl-zoo: 500 at 100k" in text  # the published column
+  assert "`batchrl train --config cartpole_fused --seed S --set steps=4096" in text
+  assert "Machine: " in text and "Versions: Python" in text
+  curves = sorted((tmp_path / "smoke-curves").glob("*.png"))
+  assert [p.name for p in curves] == ["cartpole_fused-CartPole-v1.png",
+                                      "pqn_cartpole_fused-CartPole-v1.png"]
+  assert "![cartpole_fused CartPole-v1](smoke-curves/cartpole_fused-CartPole-v1.png)" in text
+
+
+def test_a_stopped_run_resumes_and_a_failing_one_is_reported_while_others_go_on(tmp_path,
+                                                                                 capsys):
+  logdir = tmp_path / "bench"
+  suite = Suite("mixed", "one good run, one whose environment does not exist",
+                (Entry("cartpole_fused", steps=4096, sets=TINY),
+                 Entry("cartpole_fused", env="NoSuchEnv-v0", steps=4096, sets=TINY)),
+                seeds=1)
+  result = runs.run_suite(suite, logdir)
+  good, bad = runs.plan(suite, 1)
+  assert result["ran"] == [good.name] and result["failed"] == [bad.name]
+  assert "NoSuchEnv-v0" in runs.log_path(logdir, bad).read_text()
+  assert runs.read_state(logdir, bad)["sittings"][0]["exit"] != 0
+
+  # a run left unfinished (as after Ctrl-C) runs again in its own directory, from its
+  # checkpoint: here the last one, so it only confirms the end and finishes
+  state = runs.read_state(logdir, good)
+  state["finished"] = False
+  runs.state_path(logdir, good).write_text(json.dumps(state))
+  again = runs.run_suite(Suite("mixed", "", suite.entries[:1], seeds=1), logdir)
+  assert again["ran"] == [good.name]
+  assert "Resuming run" in runs.log_path(logdir, good).read_text()
+  assert [s["exit"] for s in runs.read_state(logdir, good)["sittings"]] == [0, 0]
+
+
+
+def test_the_command_lists_suites_and_says_what_is_missing(capsys):
+  assert cli.main(["bench", "--list"]) == 0
+  listed = capsys.readouterr().out
+  assert all(name in listed for name in suites.SUITES)
+  assert cli.main(["bench", "--suite", "smoke"]) == 2
+  assert "give --suite NAME and --logdir DIR" in capsys.readouterr().err
+  assert cli.main(["bench", "--suite", "smoke", "--logdir", "x", "--report-only"]) == 2
+  assert "--report-only writes the table: give --report FILE.md too" in capsys.readouterr().err
