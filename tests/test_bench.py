@@ -36,6 +36,13 @@ def test_a_suite_is_planned_seed_by_seed_with_each_runs_command():
   assert classic[0].env == "CartPole-v1" and classic[0].steps == 512_000  # the config's own
 
 
+def test_entries_of_one_config_and_env_are_told_apart_by_their_label():
+  suite = Suite("k", "", tuple(Entry("sac_mujoco", env="Pendulum-v1", label=f"K{k}",
+                                     sets=(f"repeat_update={k}",)) for k in (1, 8)))
+  names = [r.name for r in runs.plan(suite, 1)]
+  assert names == ["K1-s0-sac_mujoco", "K8-s0-sac_mujoco"]
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: suites.suite("mujoco300k"), "unknown suite 'mujoco300k' (did you mean "
      "'mujoco-300k'?)"),

@@ -77,7 +77,8 @@ def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
     for budget in budgets:
       scores = [s for s in (at_budget(evals[r.seed], budget) for r in mine) if s is not None]
       out.append({
-          "config": entry.config, "agent": agent, "env": first.env, "budget": budget,
+          "config": entry.config + (f" ({entry.label})" if entry.label else ""),
+          "agent": agent, "env": first.env, "budget": budget,
           "end": budget == first.steps, "seeds": len(scores), "planned": len(mine),
           "final": [f for f, _ in scores], "best": [b for _, b in scores],
           "wall_s": walls if budget == first.steps else [],
@@ -181,7 +182,7 @@ def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str,
   planned = bench_runs.plan(suite, seeds)
   for entry in suite.entries:
     mine = [r for r in planned if r.entry == entry]
-    label = f"{entry.config} {mine[0].env}"
+    label = f"{entry.config} {entry.label or mine[0].env}"
     per_seed = [e for e in (evaluations(logdir, r) for r in mine) if e]
     seeds_text = f"{len(per_seed)} seed{'s' if len(per_seed) != 1 else ''}"
     curve = seed_curve(f"{label} ({seeds_text})", per_seed)
@@ -190,7 +191,7 @@ def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str,
     refs = tuple((ref.text(), ref.score)
                  for ref in references(REGISTRY.get(entry.config).agent, mine[0].env))
     figure = plot.draw([curve], "mean_score (greedy evaluation)", "steps", refs)
-    path = directory / f"{entry.config}-{mine[0].env}.png"
+    path = directory / f"{entry.config}-{entry.label or mine[0].env}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, bbox_inches="tight")
     written[label] = path

@@ -49,7 +49,7 @@ class Run:
 
   @property
   def stamp(self) -> str:
-    return f"{self.env}-s{self.seed}"
+    return f"{self.entry.label or self.env}-s{self.seed}"
 
   @property
   def name(self) -> str:

@@ -26,6 +26,7 @@ class Entry:
   env: str | None = None  # None: the config's own environment
   steps: int | None = None  # None: the config's own budget
   sets: tuple[str, ...] = ()  # further ``--set key=value`` items
+  label: str | None = None  # names its runs where entries share a config and environment
 
 
 @dataclasses.dataclass(frozen=True)
