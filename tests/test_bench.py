@@ -4,6 +4,10 @@ report's table, references and curves."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -137,3 +141,43 @@ def test_the_command_lists_suites_and_says_what_is_missing(capsys):
   assert "give --suite NAME and --logdir DIR" in capsys.readouterr().err
   assert cli.main(["bench", "--suite", "smoke", "--logdir", "x", "--report-only"]) == 2
   assert "--report-only writes the table: give --report FILE.md too" in capsys.readouterr().err
+
+
+def test_a_run_still_trained_by_an_earlier_bench_is_left_alone(tmp_path):
+  logdir = tmp_path / "bench"
+  suite = Suite("one", "", suites.SUITES["smoke"].entries[:1], seeds=1)
+  (run,) = runs.plan(suite, 1)
+  # a process whose command line looks like the training of an earlier, killed bench
+  other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "batchrl",
+                            "train"])
+  try:
+    runs.mark_running(logdir, run, other.pid, time.time())
+    result = runs.run_suite(suite, logdir)
+    assert result["busy"] == [run.name] and result["ran"] == []
+    assert not runs.run_dir(logdir, run).exists()
+  finally:
+    other.kill()
+    other.wait()
+  assert runs.running_pid(runs.read_state(logdir, run)) is None  # gone: it may run again
+
+
+def test_sigterm_stops_the_suite_with_its_runs_recorded_and_the_same_command_resumes(
+    tmp_path):
+  logdir = tmp_path / "bench"
+  argv = [sys.executable, "-m", "batchrl", "bench", "--suite", "smoke", "--logdir",
+          str(logdir), "--seeds", "1"]
+  driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  (first, _) = runs.plan(suites.suite("smoke"), 1)
+  deadline = time.time() + 120
+  while "running" not in runs.read_state(logdir, first) and time.time() < deadline:
+    time.sleep(0.2)
+  time.sleep(2.0)  # inside the run's start-up or training
+  driver.send_signal(signal.SIGTERM)
+  output = driver.communicate(timeout=300)[0]
+  assert driver.returncode == 130, output
+  state = runs.read_state(logdir, first)
+  assert "running" not in state and not state["finished"], output
+  assert state["sittings"][-1]["exit"] != 0
+  resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert runs.read_state(logdir, first)["finished"]

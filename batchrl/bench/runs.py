@@ -15,6 +15,7 @@ second ...), so a suite cut short has one seed everywhere before it has three an
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -23,6 +24,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,8 +107,31 @@ def read_state(logdir: Path, run: Run) -> dict:
     return json.load(f)
 
 
+def mark_running(logdir: Path, run: Run, pid: int, start: float) -> None:
+  """Records the process training ``run`` now, so that another bench of the same logdir
+  leaves the run alone while it lives (two processes must never train one run)."""
+  state = read_state(logdir, run)
+  state["running"] = {"pid": pid, "start": round(start, 3)}
+  write_atomic(state_path(logdir, run), json.dumps(state, indent=1))
+
+
+def running_pid(state: dict) -> int | None:
+  """The pid of the ``batchrl train`` process recorded as training the run, if it still
+  lives (a bench that was killed leaves its runs going)."""
+  pid = (state.get("running") or {}).get("pid")
+  if pid is None:
+    return None
+  try:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+      argv = f.read().split(b"\0")
+  except OSError:  # gone (or no /proc: then nothing can be told, and nothing is kept)
+    return None
+  return pid if b"batchrl" in argv and b"train" in argv else None
+
+
 def record_sitting(logdir: Path, run: Run, start: float, seconds: float, code: int) -> dict:
   state = read_state(logdir, run)
+  state.pop("running", None)
   state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),
                             "exit": code})
   state["finished"] = code == 0
@@ -162,34 +187,60 @@ class _Running:
 
 def run_suite(suite: Suite, logdir, *, seeds: int | None = None, jobs: int = 1) -> dict:
   """Trains the runs of ``suite`` not finished yet, ``jobs`` at a time. Returns ``{"ran":
-  [...], "skipped": [...], "failed": [...], "stopped": bool}`` of run names. Ctrl-C stops
+  [...], "skipped": [...], "busy": [...], "failed": [...], "stopped": bool}`` of run names
+  (busy: still trained by a process an earlier bench started). Ctrl-C (or SIGTERM) stops
   the runs under way after their current update, with a checkpoint (they resume next time);
-  a second Ctrl-C ends them at once."""
+  a second one ends them at once."""
   if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
     raise ConfigError(f"--jobs must be a positive number of runs at once, got {jobs!r}.")
   logdir = Path(logdir)
   runs = plan(suite, suite.seeds if seeds is None else seeds)
-  todo = [r for r in runs if not read_state(logdir, r)["finished"]]
-  result = {"ran": [], "skipped": [r.name for r in runs if r not in todo], "failed": [],
-            "stopped": False}
+  states = {r: read_state(logdir, r) for r in runs}
+  busy = [r for r in runs if not states[r]["finished"] and running_pid(states[r])]
+  todo = [r for r in runs if not states[r]["finished"] and r not in busy]
+  result = {"ran": [], "skipped": [r.name for r in runs if states[r]["finished"]],
+            "busy": [r.name for r in busy], "failed": [], "stopped": False}
   if result["skipped"]:
     log.info("bench %s: %d of %d runs finished earlier; %d to run", suite.name,
              len(result["skipped"]), len(runs), len(todo))
+  for r in busy:
+    log.warning("bench: %s is still being trained by process %d (started by an earlier "
+                "bench); left alone", r.name, running_pid(states[r]))
   cores = core_sets(jobs, usable_cpu_ids())
   running: list[_Running] = []
   try:
-    while todo or running:
-      while todo and len(running) < jobs and not result["stopped"]:
-        running.append(_start(todo.pop(0), logdir, _free_slot(running, jobs), cores, jobs))
-      time.sleep(POLL_SECONDS)
-      running = _reap(running, logdir, result)
+    with _terminate_as_interrupt():
+      while todo or running:
+        while todo and len(running) < jobs and not result["stopped"]:
+          running.append(_start(todo.pop(0), logdir, _free_slot(running, jobs), cores, jobs))
+        time.sleep(POLL_SECONDS)
+        running = _reap(running, logdir, result)
   except KeyboardInterrupt:
     result["stopped"] = True
-    log.warning("bench %s: Ctrl-C: the runs under way stop after their current update "
+    log.warning("bench %s: stopping: the runs under way stop after their current update "
                 "with a checkpoint (Ctrl-C again ends them at once); the same command "
                 "resumes the suite.", suite.name)
     _stop_all(running, logdir, result)
   return result
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+  """SIGTERM (a scheduler, ``kill``) stops the suite as Ctrl-C does: the runs under way
+  stop with a checkpoint and their sittings are recorded, instead of being left running
+  unrecorded. Only the main thread may set signal handlers; elsewhere nothing changes."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+  before = signal.signal(signal.SIGTERM, interrupt)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, before)
 
 
 def _free_slot(running: list[_Running], jobs: int) -> int:
@@ -210,7 +261,9 @@ def _start(run: Run, logdir: Path, slot: int, cores: list[list[int]], jobs: int)
   # SIGINT on (two would make the run stop at once instead of after its update)
   process = subprocess.Popen(run.argv(logdir), stdout=log_file, stderr=subprocess.STDOUT,
                              env=_child_env(jobs), preexec_fn=pin, start_new_session=True)
-  return _Running(run, process, slot, time.time(), log_file)
+  started = _Running(run, process, slot, time.time(), log_file)
+  mark_running(logdir, run, process.pid, started.start)
+  return started
 
 
 def _interrupt(running: list[_Running]) -> None:
