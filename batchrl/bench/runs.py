@@ -5,7 +5,10 @@ Layout under ``--logdir DIR``:
 
     DIR/runs/<env>-s<seed>-<config>/   the run (``batchrl train --timestamp <env>-s<seed>``)
     DIR/logs/<env>-s<seed>-<config>.log   its console output, every sitting appended
-    DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code), finished
+    DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code), finished,
+                                          and the process training it now
+
+(an entry with a ``label`` puts it in place of ``<env>``).
 
 A run whose process exited 0 is finished and is skipped the next time; one that was stopped
 (Ctrl-C, a killed machine) continues from its last checkpoint, because the same command
