@@ -17,6 +17,9 @@ same invocation, so they see the same machine.
 
 Times to a score are from the process start to the ``wall_time`` of the first evaluation
 record at or above it, so they include start-up and compilation as the user waits for them.
+Each row also says where the time went: its first report (start-up, compiling and the first
+train phase), its evaluations in all, and the process's CPU time (on a shared machine, the
+steadier figure).
 """
 from __future__ import annotations
 
@@ -44,6 +47,11 @@ def timed_run(config: str) -> dict:
   run["timed_evals"] = [(r["step"], r["mean_score"], r["wall_time"] - start)
                         for r in run["records"]
                         if r.get("phase") == "eval" and r.get("mean_score") is not None]
+  trains = [r["wall_time"] - start for r in run["records"] if r.get("phase") == "train"]
+  # start-up, compiling and the first train phase; then what the evaluations took
+  run["first_report_s"] = min(trains)
+  run["eval_s"] = sum(r.get("eval_seconds", 0.0) for r in run["records"]
+                      if r.get("phase") == "eval")
   return run
 
 
@@ -60,7 +68,9 @@ def describe(name: str, run: dict, score: float) -> str:
   reached = first_at(run, score)
   when = (f"{reached[0]} steps, {reached[1]:.1f} s" if reached else "never")
   return (f"{name}: {run['steps']} steps, whole process {run['wall_s']:.1f} s, final eval "
-          f"{run['final_return']:.2f}, best {best:.2f}, >= {score:g} at {when}")
+          f"{run['final_return']:.2f}, best {best:.2f}, >= {score:g} at {when} (first "
+          f"report {run['first_report_s']:.1f} s, evaluations {run['eval_s']:.1f} s, CPU "
+          f"{run['cpu_s']:.1f} s)")
 
 
 def cartpole() -> list[str]:

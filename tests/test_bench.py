@@ -164,20 +164,34 @@ def test_a_run_still_trained_by_an_earlier_bench_is_left_alone(tmp_path):
 def test_sigterm_stops_the_suite_with_its_runs_recorded_and_the_same_command_resumes(
     tmp_path):
   logdir = tmp_path / "bench"
-  argv = [sys.executable, "-m", "batchrl", "bench", "--suite", "smoke", "--logdir",
-          str(logdir), "--seeds", "1"]
-  driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-  (first, _) = runs.plan(suites.suite("smoke"), 1)
-  deadline = time.time() + 120
-  while "running" not in runs.read_state(logdir, first) and time.time() < deadline:
-    time.sleep(0.2)
-  time.sleep(2.0)  # inside the run's start-up or training
+  # a run long enough to be under way when the signal comes (about 10 s on 2 cores)
+  entry = Entry("cartpole_fused", steps=262_144, sets=(
+      "eval_every=131072", "report_every=4096", "checkpoint_every=131072", "eval_episodes=2"))
+  script = tmp_path / "driver.py"
+  script.write_text(
+      "import sys\n"
+      "from batchrl.bench import runs\n"
+      "from batchrl.bench.suites import Entry, Suite\n"
+      f"suite = Suite('long', '', ({entry!r},), seeds=1)\n"
+      "result = runs.run_suite(suite, sys.argv[1])\n"
+      "sys.exit(130 if result['stopped'] else 0)\n")
+  argv = [sys.executable, str(script), str(logdir)]
+  # started as a shell starts a background job: ignoring SIGINT, which its runs must not
+  # inherit (SIGINT is how the bench asks them to stop with a checkpoint)
+  driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+  (run,) = runs.plan(Suite("long", "", (entry,), seeds=1), 1)
+  log_file, deadline = runs.log_path(logdir, run), time.time() + 120
+  while time.time() < deadline and not (
+      log_file.exists() and "Starting run" in log_file.read_text()):
+    time.sleep(0.1)
   driver.send_signal(signal.SIGTERM)
   output = driver.communicate(timeout=300)[0]
   assert driver.returncode == 130, output
-  state = runs.read_state(logdir, first)
+  state = runs.read_state(logdir, run)
   assert "running" not in state and not state["finished"], output
-  assert state["sittings"][-1]["exit"] != 0
+  assert state["sittings"][-1]["exit"] == 130  # the run heard the stop request
   resumed = subprocess.run(argv, capture_output=True, text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert runs.read_state(logdir, first)["finished"]
+  assert runs.read_state(logdir, run)["finished"]
+  assert report.evaluations(logdir, run)[-1][0] == 262_144

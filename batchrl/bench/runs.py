@@ -259,14 +259,26 @@ def _start(run: Run, logdir: Path, slot: int, cores: list[list[int]], jobs: int)
   resumed = run_dir(logdir, run).exists()
   log.info("bench: %s %s (cores %s)", "resuming" if resumed else "starting", run.name,
            ",".join(map(str, sorted(pinned))))
-  pin = (lambda: os.sched_setaffinity(0, pinned)) if hasattr(os, "sched_setaffinity") else None
   # its own session: a Ctrl-C in the terminal reaches only this process, which passes one
   # SIGINT on (two would make the run stop at once instead of after its update)
   process = subprocess.Popen(run.argv(logdir), stdout=log_file, stderr=subprocess.STDOUT,
-                             env=_child_env(jobs), preexec_fn=pin, start_new_session=True)
+                             env=_child_env(jobs), preexec_fn=_child_setup(pinned),
+                             start_new_session=True)
   started = _Running(run, process, slot, time.time(), log_file)
   mark_running(logdir, run, process.pid, started.start)
   return started
+
+
+def _child_setup(pinned: set[int]):
+  """What a run's process does before it starts: hear SIGINT (a bench started in the
+  background by a shell ignores it, and its runs would inherit that; SIGINT is how the
+  bench asks a run to stop with a checkpoint), and run on its cores."""
+  def setup() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if hasattr(os, "sched_setaffinity"):
+      os.sched_setaffinity(0, pinned)
+
+  return setup
 
 
 def _interrupt(running: list[_Running]) -> None:

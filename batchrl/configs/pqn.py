@@ -6,14 +6,16 @@ name                        backend    what
 ==========================  =========  =====================================================
 ``pqn_cartpole_fused``      gymnax     CartPole-v1, 32 envs: purejaxql's CartPole values
                                        (rollouts of 64 steps, 4 epochs of 16 minibatches,
-                                       two 256-unit LayerNorm layers, RAdam annealed,
-                                       lambda 0.95, rewards x 0.1) for 98k steps (48
-                                       updates) instead of its 500k, with a learning rate
-                                       of 5e-4 instead of 1e-4 to learn within them
+                                       LayerNorm, RAdam annealed, lambda 0.95, rewards x
+                                       0.1) for 90k steps (44 updates) instead of its
+                                       500k, with two 64-unit layers instead of 256 and a
+                                       learning rate of 3e-3 instead of 1e-4 to learn
+                                       within them at a quarter of the update's cost
 ``pqn_minatar_breakout``    gymnax     MinAtar Breakout (``Breakout-MinAtar``; any MinAtar
-                                       game with ``--set env=Asterix-MinAtar``), 128 envs:
-                                       purejaxql's MinAtar values and CNN for 492k steps
-                                       (120 updates) instead of its 10M
+                                       game with ``--set env=Asterix-MinAtar``), 64 envs:
+                                       purejaxql's MinAtar values and CNN (minibatches of
+                                       128 transitions: 16 per epoch) for 492k steps (240
+                                       updates) instead of its 10M on 128 envs
 ``pqn_atari``               envpool    Atari (Breakout; ``--set env=...``) with EnvPool's
                                        C++ Atari wrappers, 128 envs: the paper's Atari
                                        values (``PQNConfig``'s defaults) on the Nature CNN
@@ -29,12 +31,23 @@ Measured on the shared 2-core CPU, busy with other work (load average 5-7), 2026
 ``jax.random.split`` of keys 0, 1 and 2, five each, fused runs vmapped, evaluated every 4
 updates):
 
-* CartPole, 48 updates (98k steps): learning rate 5e-4, 15 of 15 seeds reach 500 (first
-  >= 475 at 8k-90k steps), 14 of 15 end >= 475 (one at 436). purejaxql's 1e-4: 5 of 5
-  reach 475 (at 33k-90k) but end at 385-500; 2.5e-4: 5 of 5, all ending at 500 (both at
-  100k steps, key 1). With 32 updates (65k steps) and 5e-4, 13 of 15 reach 475. Cheaper
-  updates learned less reliably: 2 epochs instead of 4, 2 of 5 seeds within 100k; 128x128
-  or 64x64 layers, or 4 minibatches, 1 to 3 of 3 seeds within 150k-200k, later.
+* CartPole, two 64-unit layers, learning rate 3e-3, schedules over 40 updates (2026-11-28,
+  load average 7-9; evaluated every 4 updates, keys 0 and 1; every 2, key 2): 40 of 40
+  seeds reach >= 475, first at 8-40 updates (key 0: 16 of 16 by 40, 15 by 32; key 1: 8 of
+  8 by 32; key 2: 16 of 16 by 30), 33 of 40 end >= 475; the config trains 44 updates.
+  ``batchrl train`` seeds 0-3 reach 500 at 57k, 41k, 16k and 33k steps. Learning rate
+  2e-3: 24 of 24 seeds by 40 updates; 5e-4 or 1e-3 with 64 units: 8 of 8 by 48 and 36; 2
+  epochs instead of 4, or 8 minibatches: 6 and 7 of 8 within 48. A 64-unit update costs
+  about a quarter of a 256-unit one (40 against 170 ms on the loaded machine); compiling
+  the training program costs about the same (4 s of CPU), so start-up and compiling are
+  now most of the run.
+* Before, with two 256-unit layers: CartPole, 48 updates (98k steps): learning rate 5e-4,
+  15 of 15 seeds reach 500 (first >= 475 at 8k-90k steps), 14 of 15 end >= 475 (one at
+  436). purejaxql's 1e-4: 5 of 5 reach 475 (at 33k-90k) but end at 385-500; 2.5e-4: 5 of
+  5, all ending at 500 (both at 100k steps, key 1). With 32 updates (65k steps) and 5e-4,
+  13 of 15 reach 475. Cheaper updates learned less reliably there: 2 epochs instead of 4,
+  2 of 5 seeds within 100k; 128x128 or 64x64 layers, or 4 minibatches, 1 to 3 of 3 seeds
+  within 150k-200k, later.
 * ``benchmarks/pqn.py`` (whole processes as typed, seed 0, the machine nearly idle, load
   average 1.3): ``pqn_cartpole_fused`` 13.5 s, >= 475 from 49k steps (9.9 s after the
   start), 500 at the end; ``dqn_cartpole_fused`` 15.1 s, >= 475 at 66k (11.8 s), 141 at
@@ -53,6 +66,19 @@ updates):
   (0.78x; PQN >= 475 from 41k steps, DQN from 66k); MinAtar Breakout: PQN past DQN's best
   (8.62, at 60k after 136.0 s) at 295k after 83.3 s (0.61x), 13.55 at the end; whole
   processes 137.9 s against 216.5 s.
+* 2026-11-28, after ``pqn_cartpole_fused`` moved to 64x64 layers, learning rate 3e-3 and
+  44 updates, and ``pqn_minatar_breakout`` to 64 envs (16 minibatches of 128, the same
+  492k steps), the machine overloaded (load average 6.5-8): ``python benchmarks/pqn.py``:
+  CartPole 24.5 s against 41.9 s (0.59x; CPU 11.8 s against 20.9 s; PQN >= 475 from 57k
+  steps, its first report, start-up and compiling included, 19.8 s after the start);
+  MinAtar Breakout: PQN past DQN's best (8.62, at 60k after 282.7 s) at 172k after 84.4
+  s (0.30x), 17.62 at the end; whole processes 212.8 s (CPU 108.3 s) against 442.4 s
+  (CPU 241.6 s). Its 20 evaluations took 8.0 s in all: an evaluation steps every env
+  until the slowest first episode ends, so 64 envs halve its cost. With 64 envs, seeds
+  of key 0 (two, vmapped, schedules over 295k steps) passed 8.62 at 221k and 246k steps;
+  32 envs (8 minibatches): one of two by 295k. Again (``--only minatar``, load 5.5-6.7):
+  PQN past 8.62 at 172k after 52.2 s against DQN's 170.2 s (0.31x); whole processes
+  131.2 s (CPU 92.7 s) against 255.3 s (CPU 144.7 s).
 """
 from __future__ import annotations
 
@@ -62,8 +88,8 @@ from batchrl.agents.pqn import presets
 from batchrl.configs.atari import ATARI_PREPROCESSING, DEFAULT_GAME, NATURE_CNN
 from batchrl.configs.run import Experiment, RunConfig
 
-CARTPOLE_ENVS, CARTPOLE_STEPS = 32, 48 * 64 * 32  # 98,304: 12 reports of 4 updates
-MINATAR_ENVS, MINATAR_STEPS = 128, 120 * 32 * 128  # 491,520: 10 reports of 12 updates
+CARTPOLE_ENVS, CARTPOLE_STEPS = 32, 44 * 64 * 32  # 90,112: 11 reports of 4 updates
+MINATAR_ENVS, MINATAR_STEPS = 64, 240 * 32 * 64  # 491,520: 20 reports of 12 updates
 ATARI_ENVS, ATARI_STEPS = 128, 50_000_000
 
 
@@ -72,22 +98,23 @@ def _experiment(name: str, run: RunConfig, config) -> Experiment:
 
 
 def pqn_cartpole_fused() -> Experiment:
-  """gymnax CartPole-v1 with purejaxql's CartPole values but the learning rate, 98k steps
-  (module docstring)."""
+  """gymnax CartPole-v1 with purejaxql's CartPole values but a 64x64 network and a larger
+  learning rate, 90k steps (module docstring)."""
   every = 4 * 64 * CARTPOLE_ENVS  # evaluations every 4 updates
   return _experiment("pqn_cartpole_fused", RunConfig(
       env="CartPole-v1", backend="gymnax", num_envs=CARTPOLE_ENVS, num_workers=0,
       steps=CARTPOLE_STEPS, report_every=every, eval_every=every,
-      checkpoint_every=CARTPOLE_STEPS), presets.cartpole(learning_rate=5e-4))
+      checkpoint_every=CARTPOLE_STEPS),
+      presets.cartpole(hidden_layers=(64, 64), learning_rate=3e-3))
 
 
 def pqn_minatar_breakout() -> Experiment:
   """gymnax MinAtar Breakout with purejaxql's MinAtar values (module docstring)."""
-  every = 12 * 32 * MINATAR_ENVS  # evaluations every 12 updates (49,152 steps)
+  every = 12 * 32 * MINATAR_ENVS  # evaluations every 12 updates (24,576 steps)
   return _experiment("pqn_minatar_breakout", RunConfig(
       env="Breakout-MinAtar", backend="gymnax", num_envs=MINATAR_ENVS, num_workers=0,
       steps=MINATAR_STEPS, report_every=every, eval_every=every,
-      checkpoint_every=MINATAR_STEPS), presets.minatar())
+      checkpoint_every=MINATAR_STEPS), presets.minatar(num_minibatches=16))
 
 
 def pqn_atari() -> Experiment:
@@ -102,7 +129,7 @@ def pqn_atari() -> Experiment:
 
 NAMED = {
     "pqn_cartpole_fused": (pqn_cartpole_fused, "CartPole-v1 in gymnax, PQN with purejaxql's "
-                           "CartPole values as one compiled program (98k steps)"),
+                           "CartPole values, 64x64, as one compiled program (90k steps)"),
     "pqn_minatar_breakout": (pqn_minatar_breakout, "MinAtar Breakout in gymnax (any MinAtar "
                              "game with --set env=), PQN with purejaxql's MinAtar values"),
     "pqn_atari": (pqn_atari, "Atari (Breakout; --set env=...) on EnvPool, PQN with the "

@@ -101,14 +101,22 @@ def agent_spaces(run: RunConfig) -> tuple:
 def check_env(run: RunConfig, exp: Experiment | None = None) -> None:
   """Builds one environment of the run here, before any run directory or worker process
   exists, so a wrong id, a missing extra or a bad ``run.preprocessing`` is a one-line
-  ``UserInputError``; with ``exp`` and a ``run.preprocessing`` (or Atari), also that its
-  agent's networks fit the observations the agent will see (traced with
-  ``jax.eval_shape``: nothing is compiled or run; other runs skip the tracing cost)."""
+  ``UserInputError``; with ``exp``, also that its agent fits the run (``check_agent``)."""
   spaces = agent_spaces(run)
-  if exp is not None and (run.atari or run.preprocessing is not None):
-    model = build_model(exp)
-    spec = EnvSpec(spaces[0], spaces[1], run.num_envs)
-    jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
+  if exp is not None:
+    check_agent(exp, spaces, run.num_envs)
+
+
+def check_agent(exp: Experiment, spaces: tuple, num_envs: int) -> None:
+  """Whether ``exp``'s agent can start on ``num_envs`` envs of ``spaces`` (observation and
+  action space as the agent sees them): its ``init`` traced with ``jax.eval_shape``, so
+  nothing is compiled or run, and what an agent refuses there (PQN: continuous actions,
+  minibatches that do not divide its rollout; any agent: a network that does not fit the
+  observations) is a ``ConfigError`` before the run starts, not after its directory
+  exists."""
+  model = build_model(exp)
+  spec = EnvSpec(spaces[0], spaces[1], num_envs)
+  jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
 
 
 _NO_CAP = 2**31 - 1  # an int32 count no evaluation reaches

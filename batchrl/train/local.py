@@ -62,8 +62,10 @@ class LocalTrainer:
     # callback keeps a program out of JAX's persistent cache, and a gymnax run's chunk
     # compiled again costs every later run ~2.3 s of start-up (fused CartPole, 2 cores)
     tick = self._tick if exp.run.backend != "gymnax" else None
+    # donated: a call writes the new sim over the old, so the replay memory of an off-policy
+    # agent is not copied on every call (``batchrl train`` calls every ~0.5 s)
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds,
-                                          on_iteration=tick)
+                                          on_iteration=tick, donate=True)
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env),
                                    exp.run.eval_episodes)
     self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, None)) if seeds else evaluate,
@@ -82,7 +84,9 @@ class LocalTrainer:
     self._parts = LaneSplit.for_backend(seeds) if split else LaneSplit(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
-    first_part = self._parts.split(self.sim)[0]
+    # its shapes only: the first chunk takes over (donates) the sim's arrays meanwhile
+    first_part = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+        x.shape, x.dtype, sharding=getattr(x, "sharding", None)), self._parts.split(self.sim)[0])
     self._eval_compiling = programs.compile_ahead(
         lambda: self.evaluate.lower(first_part, jnp.int32(1)))
 
@@ -132,6 +136,8 @@ class LocalTrainer:
     def call(count: int, start: int) -> None:
       nonlocal sims
       sims, call_infos = self._call(sims, count, length, start)
+      if len(sims) == 1:  # self.sim itself went into the call (donated): the new one
+        self.sim = sims[0]
       infos.append(call_infos)
       self._hear(start + count)
 

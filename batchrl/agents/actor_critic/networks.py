@@ -32,6 +32,7 @@ import numpy as np
 from batchrl.agents import spaces
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.networks.actions import ActionMap, action_map
+from batchrl.networks.dense import Dense  # nn.Dense with a weight gradient fast on the CPU
 from batchrl.networks.distributions import Categorical
 from batchrl.networks.layered import build_network, input_specs_from_space
 
@@ -140,7 +141,7 @@ class MLP(nn.Module):
   @nn.compact
   def __call__(self, x):
     for size in self.layers:
-      x = _ACTIVATIONS[self.activation](nn.Dense(size)(x))
+      x = _ACTIVATIONS[self.activation](Dense(size)(x))
     return x
 
 
@@ -160,11 +161,11 @@ class Actor(nn.Module):
   def __call__(self, obs):
     x = MLP(self.layers, self.activation)(obs) if self.torso is None else self.torso((), obs)[1]
     if self.categorical:
-      return nn.Dense(self.size, name="logits")(x)
+      return Dense(self.size, name="logits")(x)
     if not self.stochastic:
-      return jnp.tanh(nn.Dense(self.size, name="mu")(x))
-    mean = nn.Dense(self.size, name="mean")(x)
-    squash = jnp.tanh(nn.Dense(self.size, name="log_std")(x))
+      return jnp.tanh(Dense(self.size, name="mu")(x))
+    mean = Dense(self.size, name="mean")(x)
+    squash = jnp.tanh(Dense(self.size, name="log_std")(x))
     return mean, LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1.0)
 
 
@@ -181,9 +182,9 @@ class Critic(nn.Module):
   def __call__(self, obs, action):
     x = obs if self.torso is None else self.torso((), obs)[1]
     if self.num_values:
-      return nn.Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
+      return Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
     x = MLP(self.layers, self.activation)(jnp.concatenate([x, action], axis=-1))
-    return nn.Dense(1, name="q")(x)[..., 0]
+    return Dense(1, name="q")(x)[..., 0]
 
 
 class Critics(nn.Module):

@@ -1,0 +1,165 @@
+"""Time per learning step of SAC with the published MuJoCo values, side by side with sbx.
+
+    python benchmarks/sac_step.py                 # 2000 timed steps each side
+    python benchmarks/sac_step.py --steps 500 --sb3 --parts
+
+One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
+on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset; sbx and SB3 with the same values, as
+``benchmarks/peers/sbx_train.py`` builds them). Each side learns from step
+``--learning-starts`` on, runs ``--warmup`` learning steps (compilation, caches), then
+``--steps`` learning steps are timed: wall time / steps, and the process's CPU time / steps.
+
+- batchrl: ``batchrl train --config sac_mujoco``'s host loop (``LocalTrainer``: the env
+  stepped in this process through a host callback inside the compiled chunk, called as the
+  CLI calls it: in compiled calls of about half a second), with ``first_update`` set to
+  ``--learning-starts``; the evaluation program compiling ahead is waited for before the
+  timing.
+- sbx (JAX) and, with ``--sb3``, SB3 (torch, 1 thread): ``model.learn`` over the same number
+  of steps after a warm-up ``learn`` (``reset_num_timesteps=False``), in the peers' venv
+  (``python benchmarks/peers/setup.py``) as a subprocess of this run
+  (``benchmarks/peers/sbx_step.py``).
+
+``--parts``: where batchrl's step goes: the agent's update program alone on a filled memory
+(jitted, state donated), its act alone, and the whole compiled chunk per step.
+
+The sides run one after the other on a possibly shared machine: compare ratios within one
+run (the load average is printed with the table).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from batchrl import configs  # noqa: E402  (after the path tweak above)
+from batchrl.train.local import LocalTrainer  # noqa: E402
+from peers import run as peers  # noqa: E402
+
+ENV = "HalfCheetah-v5"
+
+
+def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int = 0) -> dict:
+  """``sac_mujoco``'s host loop: ms per learning step (wall, CPU); with ``parts`` also the
+  update and act programs alone."""
+  named = configs.get("sac_mujoco")
+  config = dataclasses.replace(named.config, first_update=learning_starts)
+  exp = dataclasses.replace(named, config=config,
+                            run=dataclasses.replace(named.run, env=ENV, seed=seed))
+  with tempfile.TemporaryDirectory() as run_dir:
+    trainer = LocalTrainer(exp, run_dir)
+    try:
+      # as `batchrl train` calls it: with a stop test, so in calls of about
+      # schedule.CALL_SECONDS each (Ctrl-C is heard between them)
+      trainer.train_phase(learning_starts + warmup, stop=never)  # compiles, fills, learns
+      trainer._eval_compiling.join()  # noqa: SLF001 (it would compile during the timing)
+      start, cpu = time.perf_counter(), time.process_time()
+      trainer.train_phase(steps, stop=never)
+      wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+      result = {"step_ms": wall / steps * 1e3, "cpu_ms": cpu / steps * 1e3}
+      if parts:
+        result.update(program_parts(trainer, steps))
+    finally:
+      trainer.close()
+  return result
+
+
+def never() -> bool:
+  return False
+
+
+def timed(fn, arg, calls: int) -> float:
+  """ms per call of ``arg = fn(arg)`` (the output fed back), after two untimed calls."""
+  for _ in range(2):
+    arg = fn(arg)
+  jax.block_until_ready(arg)
+  start = time.perf_counter()
+  for _ in range(calls):
+    arg = fn(arg)
+  jax.block_until_ready(arg)
+  return (time.perf_counter() - start) / calls * 1e3
+
+
+def program_parts(trainer: LocalTrainer, calls: int) -> dict:
+  """The agent's update (one gradient step, state donated) and act programs alone, on the
+  trainer's state (its memory filled by the run)."""
+  agent, obs = trainer.agent, trainer.sim.obs
+  update = jax.jit(lambda s: agent.update(s)[0], donate_argnums=0)
+  update_ms = timed(update, jax.tree.map(jnp.copy, trainer.sim.agent_state), calls)
+  state = trainer.sim.agent_state
+  act = jax.jit(lambda s, key: (agent.act(s, obs, key)[0], jax.random.fold_in(key, 1)))
+  act_ms = timed(lambda out: act(state, out[1]), act(state, jax.random.key(0)), calls)
+  return {"update_ms": update_ms, "act_ms": act_ms}
+
+
+def peer(library: str, steps: int, learning_starts: int, warmup: int) -> dict | None:
+  """``benchmarks/peers/sbx_step.py`` in the peers' venv (None, with why, if it cannot)."""
+  if not peers.installed():
+    print(f"{library}: peers not installed ({peers.SETUP_HINT})", flush=True)
+    return None
+  cmd = [peers.python_path(), os.path.join(HERE, "peers", "sbx_step.py"), "--library",
+         library, "--env", ENV, "--steps", str(steps), "--learning-starts",
+         str(learning_starts), "--warmup", str(warmup)]
+  proc = subprocess.run(cmd, capture_output=True, text=True, env=peers.peer_env(),
+                        cwd=os.path.join(HERE, "peers"))
+  result = peers.parse_result(proc.stdout)
+  if proc.returncode or result is None:
+    print(f"{library} failed:\n{proc.stderr[-2000:]}", flush=True)
+    return None
+  return result
+
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--steps", type=int, default=2_000, help="timed learning steps per side")
+  p.add_argument("--learning-starts", type=int, default=300)
+  p.add_argument("--warmup", type=int, default=200)
+  p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
+  p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
+  p.add_argument("--skip-peers", action="store_true")
+  args = p.parse_args()
+  os.environ.setdefault("MUJOCO_GL", "egl")
+  command = "python " + " ".join([os.path.relpath(__file__), *sys.argv[1:]])
+  when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+  rows = []
+  print("timing batchrl (sac_mujoco host loop) ...", flush=True)
+  mine = ours(args.steps, args.learning_starts, args.warmup, args.parts)
+  rows.append(("batchrl sac_mujoco (LocalTrainer)", mine))
+  sbx = None
+  if not args.skip_peers:
+    print("timing sbx ...", flush=True)
+    sbx = peer("sbx", args.steps, args.learning_starts, args.warmup)
+    if sbx is not None:
+      rows.append((f"{sbx['library']} SAC", sbx))
+    if args.sb3:
+      print("timing SB3 ...", flush=True)
+      sb3 = peer("sb3", args.steps, args.learning_starts, args.warmup)
+      if sb3 is not None:
+        rows.append((f"{sb3['library']} SAC (torch, 1 thread)", sb3))
+
+  load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+  print(f"\nSAC learning step, {ENV}, 1 env, 2x256 MLPs, batch 256, one gradient step per "
+        f"env step; {args.steps} timed steps each\n{when}; {os.cpu_count()} CPUs, load "
+        f"average {load:.2f}; jax {jax.__version__}\ncommand: {command}\n")
+  print(f"{'':44s} {'ms/step':>9s} {'CPU ms/step':>12s} {'/ sbx':>7s}")
+  for name, r in rows:
+    ratio = f"{r['step_ms'] / sbx['step_ms']:.2f}x" if sbx else "-"
+    print(f"{name:44s} {r['step_ms']:9.2f} {r['cpu_ms']:12.2f} {ratio:>7s}")
+  if args.parts:
+    print(f"\nbatchrl parts: update program alone {mine['update_ms']:.2f} ms, act alone "
+          f"{mine['act_ms']:.3f} ms, whole step {mine['step_ms']:.2f} ms")
+
+
+if __name__ == "__main__":
+  main()
