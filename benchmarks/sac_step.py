@@ -2,6 +2,7 @@
 
     python benchmarks/sac_step.py                 # 2000 timed steps each side
     python benchmarks/sac_step.py --steps 500 --sb3 --parts
+    python benchmarks/sac_step.py --blocks 1 8 64 --skip-peers   # updates in blocks of K
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
 on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset; sbx and SB3 with the same values, as
@@ -49,11 +50,14 @@ from peers import run as peers  # noqa: E402
 ENV = "HalfCheetah-v5"
 
 
-def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int = 0) -> dict:
+def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int = 0,
+         block: int = 1) -> dict:
   """``sac_mujoco``'s host loop: ms per learning step (wall, CPU); with ``parts`` also the
-  update and act programs alone."""
+  update and act programs alone. ``block``: ``block`` gradient steps after every ``block``
+  env steps (``update_frequency`` = ``repeat_update`` = block; the same work per step)."""
   named = configs.get("sac_mujoco")
-  config = dataclasses.replace(named.config, first_update=learning_starts)
+  config = dataclasses.replace(named.config, first_update=learning_starts,
+                               update_frequency=block, repeat_update=block)
   exp = dataclasses.replace(named, config=config,
                             run=dataclasses.replace(named.run, env=ENV, seed=seed))
   with tempfile.TemporaryDirectory() as run_dir:
@@ -61,10 +65,14 @@ def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int =
     try:
       # as `batchrl train` calls it: with a stop test, so in calls of about
       # schedule.CALL_SECONDS each (Ctrl-C is heard between them)
-      trainer.train_phase(learning_starts + warmup, stop=never)  # compiles, fills, learns
+      # an iteration is one update's worth of env steps (``block`` of them: 1 env); the
+      # first phase compiles, fills the memory and learns a little
+      trainer.train_phase(-(-(learning_starts + warmup) // block), stop=never)
       trainer._eval_compiling.join()  # noqa: SLF001 (it would compile during the timing)
+      iterations = max(1, steps // block)
+      steps = iterations * block
       start, cpu = time.perf_counter(), time.process_time()
-      trainer.train_phase(steps, stop=never)
+      trainer.train_phase(iterations, stop=never)
       wall, cpu = time.perf_counter() - start, time.process_time() - cpu
       result = {"step_ms": wall / steps * 1e3, "cpu_ms": cpu / steps * 1e3}
       if parts:
@@ -127,6 +135,9 @@ def main() -> None:
   p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
   p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
   p.add_argument("--skip-peers", action="store_true")
+  p.add_argument("--blocks", nargs="+", type=int, default=[1], metavar="K",
+                 help="also time batchrl with K gradient steps after every K env steps "
+                 "(update_frequency=K, repeat_update=K), e.g. --blocks 1 8 64")
   args = p.parse_args()
   os.environ.setdefault("MUJOCO_GL", "egl")
   command = "python " + " ".join([os.path.relpath(__file__), *sys.argv[1:]])
@@ -136,6 +147,10 @@ def main() -> None:
   print("timing batchrl (sac_mujoco host loop) ...", flush=True)
   mine = ours(args.steps, args.learning_starts, args.warmup, args.parts)
   rows.append(("batchrl sac_mujoco (LocalTrainer)", mine))
+  for block in (k for k in args.blocks if k != 1):
+    print(f"timing batchrl with blocks of {block} ...", flush=True)
+    rows.append((f"batchrl, {block} gradient steps every {block} env steps",
+                 ours(args.steps, args.learning_starts, args.warmup, False, block=block)))
   sbx = None
   if not args.skip_peers:
     print("timing sbx ...", flush=True)
