@@ -81,6 +81,7 @@ def test_references_are_found_by_agent_and_task_whatever_the_version():
   assert Reference("x", -172, 100_000).text() == "x: -172 at 100k"
 
 
+@pytest.mark.gymnax  # the runs are fused CartPole (gymnax)
 def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_path, capsys):
   logdir = tmp_path / "bench"
   out = tmp_path / "smoke.md"
@@ -108,6 +109,7 @@ def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_p
   assert "![cartpole_fused CartPole-v1](smoke-curves/cartpole_fused-CartPole-v1.png)" in text
 
 
+@pytest.mark.gymnax  # the runs are fused CartPole (gymnax)
 def test_a_stopped_run_resumes_and_a_failing_one_is_reported_while_others_go_on(tmp_path,
                                                                                  capsys):
   logdir = tmp_path / "bench"
@@ -161,6 +163,7 @@ def test_a_run_still_trained_by_an_earlier_bench_is_left_alone(tmp_path):
   assert runs.running_pid(runs.read_state(logdir, run)) is None  # gone: it may run again
 
 
+@pytest.mark.gymnax  # the runs are fused CartPole (gymnax)
 def test_sigterm_stops_the_suite_with_its_runs_recorded_and_the_same_command_resumes(
     tmp_path):
   logdir = tmp_path / "bench"
