@@ -60,14 +60,9 @@ class Run:
   def name(self) -> str:
     return f"{self.stamp}-{self.entry.config}"
 
-  def overrides(self) -> list[str]:
-    given = [f"env={self.entry.env}"] if self.entry.env else []
-    given += [f"steps={self.entry.steps}"] if self.entry.steps else []
-    return given + list(self.entry.sets)
-
   def user_command(self) -> str:
     """What a user types to train this run alone (``--logdir`` left to them)."""
-    sets = " ".join(f"--set {shlex.quote(item)}" for item in self.overrides())
+    sets = " ".join(f"--set {shlex.quote(item)}" for item in self.entry.overrides())
     return f"batchrl train --config {self.entry.config} --seed {self.seed}" + (
         f" {sets}" if sets else "")
 
@@ -75,7 +70,7 @@ class Run:
     argv = [sys.executable, "-m", "batchrl", "train", "--config", self.entry.config,
             "--logdir", str(logdir / "runs"), "--timestamp", self.stamp, "--seed",
             str(self.seed), "--no-progress"]
-    for item in self.overrides():
+    for item in self.entry.overrides():
       argv += ["--set", item]
     return argv
 
@@ -87,8 +82,7 @@ def plan(suite: Suite, seeds: int) -> list[Run]:
     raise ConfigError(f"--seeds must be a positive number of seeds, got {seeds!r}.")
   entries = []
   for entry in suite.entries:
-    exp = configs.apply_overrides(configs.get(entry.config),
-                                  Run(entry, 0, "", 0).overrides())
+    exp = configs.apply_overrides(configs.get(entry.config), entry.overrides())
     entries.append((entry, exp.run.env, exp.run.steps))
   return [Run(entry, seed, env, steps) for seed in range(seeds)
           for entry, env, steps in entries]

@@ -28,6 +28,12 @@ class Entry:
   sets: tuple[str, ...] = ()  # further ``--set key=value`` items
   label: str | None = None  # names its runs where entries share a config and environment
 
+  def overrides(self) -> list[str]:
+    """Its ``--set`` items, environment and budget first."""
+    given = [f"env={self.env}"] if self.env else []
+    given += [f"steps={self.steps}"] if self.steps else []
+    return given + list(self.sets)
+
 
 @dataclasses.dataclass(frozen=True)
 class Suite:
