@@ -84,9 +84,11 @@ class LocalTrainer:
     self._parts = LaneSplit.for_backend(seeds) if split else LaneSplit(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
-    # its shapes only: the first chunk takes over (donates) the sim's arrays meanwhile
-    first_part = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
-        x.shape, x.dtype, sharding=getattr(x, "sharding", None)), self._parts.split(self.sim)[0])
+    # its shapes only: the first chunk takes over (donates) the sim's arrays meanwhile. No
+    # sharding in them: with one, JAX keys the program apart from the call's (committed
+    # arrays on the same device) and the first evaluation compiled it again (0.5 s, CartPole)
+    first_part = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              self._parts.split(self.sim)[0])
     self._eval_compiling = programs.compile_ahead(
         lambda: self.evaluate.lower(first_part, jnp.int32(1)))
 
