@@ -10,6 +10,7 @@ from flax import linen as nn
 
 from batchrl.networks import (
     InputSpec, NetworkSpecError, build_network, input_specs_from_space, validate_network_spec)
+from batchrl.networks import conv as conv_module
 from batchrl.networks.conv import Conv, convolve
 
 RNG = np.random.default_rng(0)
@@ -96,7 +97,8 @@ def test_conv2d_and_pool2d_shapes():
 @pytest.mark.parametrize("shape, window, stride, padding", [
     ((3, 10, 10, 4), (3, 3), (1, 1), "VALID"),  # MinAtar's conv
     ((2, 9, 7, 3), (3, 2), (2, 1), "SAME"),
-    ((2, 12, 3), (3,), (2,), "SAME")])
+    ((2, 12, 3), (3,), (2,), "SAME"),
+    ((2, 20, 20, 4), (8, 8), (4, 4), "VALID")])  # the Nature CNN's first conv, smaller
 def test_conv_is_flax_conv_same_params_values_and_gradients(shape, window, stride, padding):
   """Patches times kernel (the CPU path) and XLA's convolution both equal ``nn.Conv``: the
   parameter tree and initial values exactly (checkpoints load across), outputs and
@@ -114,12 +116,30 @@ def test_conv_is_flax_conv_same_params_values_and_gradients(shape, window, strid
     out = np.asarray(convolve(x, kernel, stride, padding, patches=patches))
     np.testing.assert_allclose(out + np.asarray(params["params"]["bias"]), expected,
                                rtol=1e-5, atol=1e-5)
-    grad = jax.grad(lambda k: jnp.sum(jnp.sin(convolve(x, k, stride, padding,
-                                                       patches=patches))))(kernel)
-    reference = jax.grad(lambda k: jnp.sum(jnp.sin(flax_conv.apply(
-        {"params": {"kernel": k, "bias": jnp.zeros(5)}}, x))))(kernel)
-    np.testing.assert_allclose(grad, reference, rtol=1e-4, atol=1e-4)
+    grads = jax.grad(lambda k, x: jnp.sum(jnp.sin(convolve(x, k, stride, padding,
+                                                           patches=patches))),
+                     argnums=(0, 1))(kernel, x)
+    references = jax.grad(lambda k, x: jnp.sum(jnp.sin(flax_conv.apply(
+        {"params": {"kernel": k, "bias": jnp.zeros(5)}}, x))), argnums=(0, 1))(kernel, x)
+    for grad, reference in zip(grads, references):  # the kernel's and the input's
+      np.testing.assert_allclose(grad, reference, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(ours.apply(params, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_runs_as_patches_on_the_cpu_but_as_xla_conv_in_a_top_level_program():
+  """Patches inside loops (XLA:CPU's convolution gradients are slow there), XLA's own
+  convolution where a program says it runs at the top level (faster there)."""
+  x, kernel = jnp.asarray(floats(2, 6, 6, 3)), jnp.asarray(floats(3, 3, 3, 4))
+
+  def primitives():
+    return {e.primitive.name for e in jax.make_jaxpr(
+        lambda x, k: convolve(x, k, (1, 1), "VALID"))(x, kernel).jaxpr.eqns}
+
+  on_cpu = jax.default_backend() == "cpu"
+  assert ("conv_general_dilated" in primitives()) is not on_cpu
+  with conv_module.top_level_program():
+    assert "conv_general_dilated" in primitives()
+  assert ("conv_general_dilated" in primitives()) is not on_cpu  # reset on leaving
 
 
 def layer_norm_reference(x, scale, bias, epsilon):

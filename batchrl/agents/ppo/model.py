@@ -35,6 +35,7 @@ from batchrl.agents.ppo.networks import (PPONetworks, make_networks, make_spec_n
                                          reset_carry)
 from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.configclass import ConfigError
+from batchrl.networks import conv
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
 from batchrl.parts import PartRunner, LaneSplit, largest_divisor
@@ -347,13 +348,25 @@ def _finish_update(config: PPOConfig, nets: PPONetworks, state: PPOState, data: 
   return state, metrics
 
 
+def _top_level(fun):
+  """``fun`` traced with ``conv.top_level_program()``: its convolutions as XLA's own, the
+  faster outside a loop (``batchrl.networks.conv``)."""
+  @functools.wraps(fun)
+  def traced(*args):
+    with conv.top_level_program():
+      return fun(*args)
+  return traced
+
+
 # The host loop's pieces: each a top-level compiled program (config and SpaceInfo static).
 @functools.partial(programs.jit, kind="loop", static_argnums=0)
+@_top_level
 def _host_prepare(config: PPOConfig, state: PPOState, values):
   return _update_data(config, _networks(config, state.info), state, values)
 
 
 @functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
+@_top_level
 def _host_values(config: PPOConfig, info: SpaceInfo, params, obs_stats, obs):
   """``V(obs)`` ``[t, B]`` under the parameters before the update (the rollout is not an
   argument: only the frames of this call)."""
@@ -366,11 +379,13 @@ def _host_epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateDat
 
 
 @functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
+@_top_level
 def _host_minibatch_step(config: PPOConfig, info: SpaceInfo, carry, penalty, batch):
   return minibatch_step(config, _networks(config, info), info, penalty, carry, batch)
 
 
 @functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
+@_top_level
 def _host_gradients(config: PPOConfig, info: SpaceInfo, params, penalty, share):
   return minibatch_gradients(config, _networks(config, info), penalty, params, share)
 
@@ -383,6 +398,7 @@ def _host_apply_mean(config: PPOConfig, info: SpaceInfo, carry, grads: list, met
 
 
 @functools.partial(programs.jit, kind="loop", static_argnums=0)
+@_top_level
 def _host_finish(config: PPOConfig, state: PPOState, data, sequences, key, params, opt_state,
                  metrics):
   metrics = jax.tree.map(lambda m: jnp.mean(jnp.stack(m)), metrics,
