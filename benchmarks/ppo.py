@@ -70,15 +70,17 @@ def run_ours(config: str, overrides: list[str], target: float) -> tuple[dict, st
   return ours, value
 
 
-def cold_process(config: str, overrides: list[str] = ()) -> dict:
-  """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache.
+def cold_process(config: str, overrides: list[str] = (), cache_dir: str | None = None) -> dict:
+  """``batchrl train --config CONFIG`` as a fresh process with an empty compilation cache
+  (``cache_dir``: that cache instead, e.g. one an earlier run of the config filled, as a
+  user's second run finds it).
 
   Returns ``wall_s`` (process creation to exit), ``cpu_s`` (its user + system time),
   ``steps``, ``final_return``, ``evals`` (``[(step, mean return), ...]``) and ``records``
   (every ``metrics.jsonl`` record, for where the time went).
   """
   with tempfile.TemporaryDirectory() as tmp:
-    env = dict(os.environ, BATCHRL_CACHE_DIR=os.path.join(tmp, "xla"))
+    env = dict(os.environ, BATCHRL_CACHE_DIR=cache_dir or os.path.join(tmp, "xla"))
     cmd = [sys.executable, "-m", "batchrl", "train", "--config", config, "--logdir",
            os.path.join(tmp, "runs"), "--no-progress"]
     for item in overrides:

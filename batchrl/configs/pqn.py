@@ -79,6 +79,16 @@ updates):
   32 envs (8 minibatches): one of two by 295k. Again (``--only minatar``, load 5.5-6.7):
   PQN past 8.62 at 172k after 52.2 s against DQN's 170.2 s (0.31x); whole processes
   131.2 s (CPU 92.7 s) against 255.3 s (CPU 144.7 s).
+* 2026-11-28 again, nothing else running, after the evaluation compiled ahead stopped
+  compiling a second time and convolutions became strided slices (``batchrl.networks.conv``):
+  ``python benchmarks/pqn.py --only cartpole``: cold 13.4 s against 20.5 s (0.65x), with the
+  compilation cache the first runs filled 10.5 s against 16.8 s (0.62x); PQN's first report
+  comes 7.4 s after the start even then (imports, tracing, the programs too small to cache),
+  so start-up keeps it above half of DQN's run. ``batchrl bench --suite minatar`` (3 seeds):
+  PQN passed DQN's best after 0.49x, 0.68x and 0.75x its time (table in docs/benchmarks.md);
+  the 0.30x above was read on the overloaded machine, where DQN's many small steps lost
+  more to the load than PQN's batched ones. ``pqn_atari`` on 2 cores: 218 steps/s against
+  ``ppo_atari``'s 147 (EnvPool backend, 16k steps, the same hour).
 """
 from __future__ import annotations
 
