@@ -53,6 +53,13 @@ machine): 8.3 s -> 2.8 s.
   ``--set network='<the spec without "padding": "valid">'``.
 * Nested inside the training chunk's loop the update's programs got one core (4.4 s against
   2.7 s alone); now it runs at the top level.
+* Convolutions inside a loop (the rollout's acts; DQN's and PQN's updates, which stay in the
+  scan) are image patches times the kernel (``batchrl.networks.conv``), PPO's top-level
+  update keeps XLA's convolution (``conv.top_level_program``). Patches taken with
+  ``lax.conv_general_dilated_patches`` had made ``ppo_atari`` 5x slower (2026-11-28, EnvPool
+  backend, another run on one core: 20 steps/s against 107-128 before that change); as
+  strided slices 92-98 under the same load (the rollout's acts cost a little more than
+  with XLA's convolution), 129-160 on the quiet machine.
 
 The rollout: ``grayscale`` as a sum of channel slices (XLA:CPU's reduction over a minor axis
 of 3 took 712 ms per 1024 frames of 210x160x3, now 83; the whole preprocessing stack 800 ->
