@@ -1,5 +1,5 @@
 """``batchrl.parts``: independent lanes (seeds, trials) split into parts run side by
-side, one per CPU core."""
+side, one per CPU core; the local trainer's runs over them (training, evaluating)."""
 from __future__ import annotations
 
 import jax
@@ -82,5 +82,25 @@ def test_seeds_of_a_top_level_update_stay_in_one_part(tmp_path):
     assert trainer._parts.count == 1 or not trainer.agent.top_level_update
     metrics = [trainer.train_phase(2) for _ in range(2)]
     assert all("seed1/mean_score" in m for m in metrics)
+  finally:
+    trainer.close()
+
+
+@pytest.mark.gymnax
+@pytest.mark.parametrize("seeds", [None, 2])
+def test_the_evaluation_compiled_ahead_is_the_one_the_first_evaluation_runs(
+    tmp_path, caplog, seeds):
+  """Compiled ahead from the sim's shapes while the first chunk runs; the first evaluation
+  must find it (the shapes once carried a sharding, and it compiled a second time)."""
+  exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY)
+  trainer = LocalTrainer(exp, tmp_path / "run", seeds=seeds)
+  try:
+    trainer.train_phase(2)
+    trainer._eval_compiling.join()  # noqa: SLF001 (the head start must be over)
+    with jax.log_compiles():
+      caplog.clear()
+      metrics = trainer.eval_phase()
+    assert not [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+    assert metrics["mean_score"] > 0
   finally:
     trainer.close()

@@ -13,8 +13,8 @@ conv from 4 to 16 channels on 128 frames, 9.0 ms a step as XLA's convolution, 4.
 1814 / 248 / 101 ms. Outside a loop XLA's convolution is faster (the Nature CNN's gradient on
 256 frames: 308 ms against 512 ms as slices), so a program that runs at the top level (PPO's
 host update on the CPU) traces its networks inside ``top_level_program()``, which keeps
-XLA's convolution. On other backends the convolution itself runs. Both compute the same function up to float rounding
-(``tests/test_layered_network.py``).
+XLA's convolution. On other backends the convolution itself runs. Both compute the same
+function up to float rounding (``tests/test_layered_network.py``).
 
 Shapes: ``x[N, *spatial, C]`` (``spatial`` of rank 1 or 2), ``kernel[*window, C, F]``,
 ``bias[F]`` -> ``[N, *spatial_out, F]``.
