@@ -15,7 +15,7 @@ from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.train import fused
-from batchrl.train.build import build_model
+from batchrl.train.build import LOOP_EVAL_STEPS, build_model, eval_kind, planned_eval_steps
 from batchrl.train.schedule import budget_note, phase_length, schedule
 
 ODD_BUDGETS = (12_345, 1_234_567)  # multiples of nothing a config uses
@@ -128,6 +128,36 @@ def cartpole():
   evaluate = {episodes: jax.jit(fused.make_evaluate(env, agent, 500, episodes))
               for episodes in (None, 10)}
   return env, agent, sim, evaluate
+
+
+class _Env:
+  """What ``eval_kind`` reads of an env: its observation shape and episode limit."""
+
+  def __init__(self, shape, limit=500):
+    self.single_observation_space = type("Space", (), {"shape": shape})()
+    self.max_episode_steps = limit
+
+
+def test_planned_evaluation_steps_add_each_evaluations_cap():
+  """Each evaluation may run as many steps per env as the training before it over the envs,
+  within the episode limit: 90,112 steps on 32 envs, evaluated every 8,192: 256 steps
+  for the first, 500 (the limit) for the other ten."""
+  run = configs.RunConfig(env="CartPole-v1", num_envs=32, steps=90_112, eval_every=8_192)
+  assert planned_eval_steps(run, _Env((4,))) == 256 + 10 * 500
+  only_final = configs.RunConfig(env="CartPole-v1", num_envs=32, steps=90_112, eval_every=0)
+  assert planned_eval_steps(only_final, _Env((4,))) == 500
+  capped = configs.RunConfig(env="CartPole-v1", num_envs=32, steps=90_112, eval_every=8_192,
+                             eval_steps=20)
+  assert planned_eval_steps(capped, _Env((4,))) == 11 * 20
+
+
+def test_long_evaluations_and_image_policies_compile_optimized():
+  long = configs.RunConfig(env="CartPole-v1", num_envs=32, steps=90_112, eval_every=8_192)
+  short = configs.RunConfig(env="CartPole-v1", num_envs=4, steps=2_000, eval_every=1_000)
+  assert planned_eval_steps(short, _Env((4,))) < LOOP_EVAL_STEPS
+  assert eval_kind(_Env((4,)), long) == "loop"
+  assert eval_kind(_Env((4,)), short) == "once"
+  assert eval_kind(_Env((10, 10, 4)), short) == "loop"  # a conv policy: always optimized
 
 
 @pytest.mark.gymnax

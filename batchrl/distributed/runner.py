@@ -75,7 +75,7 @@ class EnvRunner:
                                    run.eval_episodes)
     self._evaluate = programs.jit(lambda sim, shared, cap: evaluate(
         sim._replace(agent_state=with_shared(sim.agent_state, self.shared_index, shared)),
-        cap), eval_kind(self.env))
+        cap), eval_kind(self.env, run))
     self._restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
 
   def pid(self) -> int:

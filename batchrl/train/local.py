@@ -69,7 +69,7 @@ class LocalTrainer:
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env),
                                    exp.run.eval_episodes)
     self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, None)) if seeds else evaluate,
-                                 eval_kind(self.env))
+                                 eval_kind(self.env, exp.run))
     # restarts and summaries run for a moment: compiled without optimization
     self.restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
