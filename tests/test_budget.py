@@ -15,7 +15,8 @@ from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.train import fused
-from batchrl.train.build import LOOP_EVAL_STEPS, build_model, eval_kind, planned_eval_steps
+from batchrl.train.build import (LONG_HOST_STEPS, LOOP_EVAL_STEPS, build_model, chunk_kind,
+                                 eval_kind, planned_eval_steps)
 from batchrl.train.schedule import budget_note, phase_length, schedule
 
 ODD_BUDGETS = (12_345, 1_234_567)  # multiples of nothing a config uses
@@ -158,6 +159,16 @@ def test_long_evaluations_and_image_policies_compile_optimized():
   assert eval_kind(_Env((4,)), long) == "loop"
   assert eval_kind(_Env((4,)), short) == "once"
   assert eval_kind(_Env((10, 10, 4)), short) == "loop"  # a conv policy: always optimized
+
+
+def test_long_host_runs_compile_their_chunk_for_speed():
+  """Fused runs and short host runs keep the faster compile; long host runs the faster
+  program."""
+  host = configs.RunConfig(env="HalfCheetah-v5", backend="gymnasium", steps=LONG_HOST_STEPS)
+  assert chunk_kind(host) == "long"
+  assert chunk_kind(configs.RunConfig(env="HalfCheetah-v5", steps=LONG_HOST_STEPS - 1)) == "loop"
+  assert chunk_kind(configs.RunConfig(env="CartPole-v1", backend="gymnax",
+                                      steps=10 * LONG_HOST_STEPS)) == "loop"
 
 
 @pytest.mark.gymnax

@@ -61,6 +61,15 @@ def test_convolutions_leave_ynnpack_and_give_the_same_values():
   np.testing.assert_allclose(ours(x, w), jax.jit(_conv)(x, w), rtol=1e-5, atol=1e-5)
 
 
+def test_long_programs_keep_xlas_fusion_emitters_and_give_the_same_values():
+  x = jax.random.normal(jax.random.key(0), (16, 8))
+  fun = lambda x: jnp.tanh(x @ x.T).sum(axis=1)  # noqa: E731
+  if CPU and "xla_cpu_use_fusion_emitters" in programs.compiler_options("loop"):
+    assert programs.compiler_options("long")["xla_cpu_use_fusion_emitters"] is True
+    assert programs.compiler_options("loop")["xla_cpu_use_fusion_emitters"] is False
+  np.testing.assert_allclose(programs.jit(fun, "long")(x), jax.jit(fun)(x), rtol=1e-5)
+
+
 def test_an_option_this_jaxlib_does_not_know_is_left_out_alone(monkeypatch):
   options = {"loop": {"xla_cpu_use_fusion_emitters": False,
                       "xla_no_such_option_anywhere": True}, "once": {}}
@@ -75,7 +84,7 @@ def test_an_option_this_jaxlib_does_not_know_is_left_out_alone(monkeypatch):
 
 
 def test_an_unknown_kind_is_refused_with_the_valid_ones():
-  with pytest.raises(ValueError, match="valid: loop, once"):
+  with pytest.raises(ValueError, match="valid: loop, once, long"):
     programs.compiler_options("often")
 
 

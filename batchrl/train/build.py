@@ -144,6 +144,18 @@ def eval_cap(run: RunConfig, trained_steps: int) -> int:
   return max(1, math.ceil(trained_steps / run.num_envs))
 
 
+# A host-env run of this many steps lasts minutes (each step crosses to Python): its chunk
+# compiles as a "long" program (``batchrl.programs``), a second at most longer to compile
+LONG_HOST_STEPS = 50_000
+
+
+def chunk_kind(run: RunConfig) -> str:
+  """How a run's training chunk is compiled (``programs.jit``'s kinds): ``"long"`` for
+  host-env runs of ``LONG_HOST_STEPS`` steps or more; ``"loop"`` (the faster compile) for
+  fused runs, where compiling is a large share of the run, and for short runs (tests)."""
+  return "long" if run.backend != "gymnax" and run.steps >= LONG_HOST_STEPS else "loop"
+
+
 # An optimized evaluation program repays its compile time from about this many env steps
 # (per env) over a run's evaluations. Measured on fused CartPole (32 envs, 2 cores): a step
 # of the evaluation unoptimized 0.13 ms, optimized 0.04 ms; compiling optimized takes ~0.7 s

@@ -180,7 +180,7 @@ def init_sim(env, agent: Model, key: jax.Array, num_seeds: int | None = None) ->
 def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
                    steps_per_iteration: int | None = None,
                    on_iteration: Callable[[int], None] | None = None,
-                   donate: bool = False):
+                   donate: bool = False, kind: str = "loop"):
   """A compiled ``run_chunk(sim, num_iterations, length=None) -> (sim, infos)``.
 
   Runs ``num_iterations`` iterations and stacks their infos ``[num_iterations]`` (NumPy
@@ -195,6 +195,7 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   ``donate``: each call takes over the sim passed in (its arrays are deleted; use the one
   returned): the new sim is written where the old one was, so a replay memory is not copied
   on every call (a 1M-transition MuJoCo memory is ~170 MB, ~0.1-0.2 s to copy).
+  ``kind``: how the program compiles (``batchrl.programs.jit``'s kinds).
   """
   if num_seeds is not None:
     _check_seeds(num_seeds)
@@ -203,7 +204,7 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   run = loop_iterations(make_iteration(env, agent, steps_per_iteration), on_iteration)
   if num_seeds is not None:
     run = _over_seeds(run)
-  compiled = programs.jit(run, "loop", static_argnums=2, donate_argnums=0 if donate else ())
+  compiled = programs.jit(run, kind, static_argnums=2, donate_argnums=0 if donate else ())
   seed_axis = int(num_seeds is not None)
 
   def run_chunk(sim: SimState, num_iterations: int, length: int | None = None):

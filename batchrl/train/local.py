@@ -22,8 +22,8 @@ from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.parts import PartRunner, LaneSplit
 from batchrl.train import fused
-from batchrl.train.build import (build_env, build_model, close_env, eval_cap, eval_kind,
-                                 eval_steps)
+from batchrl.train.build import (build_env, build_model, chunk_kind, close_env, eval_cap,
+                                 eval_kind, eval_steps)
 from batchrl.train.cpu_threads import start_cpu_backend
 from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
@@ -65,7 +65,8 @@ class LocalTrainer:
     # donated: a call writes the new sim over the old, so the replay memory of an off-policy
     # agent is not copied on every call (``batchrl train`` calls every ~0.5 s)
     self.run_chunk = fused.make_run_chunk(self.env, self.agent, num_seeds=seeds,
-                                          on_iteration=tick, donate=True)
+                                          on_iteration=tick, donate=True,
+                                          kind=chunk_kind(exp.run))
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env),
                                    exp.run.eval_episodes)
     self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, None)) if seeds else evaluate,
