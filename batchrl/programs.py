@@ -31,7 +31,7 @@ import jax.numpy as jnp
 # chunks), "once" programs run once or for a moment (init, evaluation, summaries), "long"
 # programs run for minutes or hours (the chunks of long host-env runs), where XLA's fusion
 # emitters are worth their longer compile: sac_mujoco's chunk ~10% faster a step (paired
-# runs, 2 cores: median 8.4 against 9.5 ms), compiling ~0.4 s longer.
+# runs, 2 cores: median 8.4 against 9.5 ms), compiling 0.4-2 s longer (SAC, TD3).
 _YNN = {"xla_cpu_experimental_ynn_fusion_type":  # YNNPACK for dots and reductions, not convs
         "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
 _CPU_OPTIONS = {
@@ -46,8 +46,9 @@ def compiler_options(kind: str) -> dict:
   """The XLA options ``jax.jit(..., compiler_options=...)`` gets for a ``kind`` of program.
 
   ``kind`` is ``"loop"`` (run many times: keep full optimization), ``"once"`` (run once
-  or briefly: optimize nothing) or ``"long"`` (run for minutes: also XLA's fusion emitters). Empty off the CPU or with ``BATCHRL_FAST_COMPILE=0``; an
-  option this jaxlib does not know is left out (checked once on a tiny program).
+  or briefly: optimize nothing) or ``"long"`` (run for minutes: XLA's fusion emitters as
+  well). Empty off the CPU or with ``BATCHRL_FAST_COMPILE=0``; an option this jaxlib does
+  not know is left out (checked once on a tiny program).
   """
   if kind not in _CPU_OPTIONS:
     raise ValueError(f"Unknown program kind {kind!r}; valid: {', '.join(_CPU_OPTIONS)}.")

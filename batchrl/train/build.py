@@ -145,7 +145,7 @@ def eval_cap(run: RunConfig, trained_steps: int) -> int:
 
 
 # A host-env run of this many steps lasts minutes (each step crosses to Python): its chunk
-# compiles as a "long" program (``batchrl.programs``), a second at most longer to compile
+# compiles as a "long" program (``batchrl.programs``): 0.4-2 s longer to compile
 LONG_HOST_STEPS = 50_000
 
 

@@ -292,7 +292,8 @@ class GroupPrograms:
     # one program for every train phase, the budget's last shorter one included
     self.chunk = programs.jit(jax.vmap(chunk, in_axes=(0, 0, None, None)), "loop",
                               static_argnums=3)
-    self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, 0, None)), eval_kind(env, exp.run))
+    self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, 0, None)),
+                                 eval_kind(env, exp.run))
     self.model = make(exp.config)  # the group's static parts: its period, its scratch
     self.period = self.model.period
 
