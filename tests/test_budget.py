@@ -236,6 +236,23 @@ def test_a_host_run_tells_its_progress_between_reports(tmp_path):
 
 
 @pytest.mark.gymnax
+def test_calls_of_any_count_compile_nothing_after_the_first(cartpole, caplog):
+  """A chunk program of length 3 runs 3, 2 and 1 iterations: the infos come back as NumPy
+  arrays of that many rows, and no call after the first compiles anything (cutting the
+  rows on the device compiled a slice program for every new count)."""
+  env, agent, sim, _ = cartpole
+  chunk = fused.make_run_chunk(env, agent)
+  sim, infos = chunk(sim, 3, 3)
+  with jax.log_compiles():
+    caplog.clear()
+    for count in (2, 1):
+      sim, infos = chunk(sim, count, 3)
+      assert all(isinstance(x, np.ndarray) and x.shape[0] == count
+                 for x in jax.tree.leaves(infos))
+  assert not [r for r in caplog.records if "Compiling" in r.getMessage()]
+
+
+@pytest.mark.gymnax
 def test_chunks_call_on_iteration_as_iterations_finish(cartpole):
   env, agent, sim, _ = cartpole
   heard = []
