@@ -161,7 +161,7 @@ class LocalTrainer:
     sims and the infos on the host."""
     self._call_start = start
     outs = self._runner.each(lambda sim: self.run_chunk(sim, count, length), sims)
-    infos = self._parts.join_host(jax.device_get([info for _, info in outs]))
+    infos = self._parts.join_host([info for _, info in outs])  # on the host already
     return [sim for sim, _ in outs], infos
 
   def eval_phase(self) -> dict[str, Any]:
