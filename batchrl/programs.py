@@ -8,12 +8,14 @@ newer fusion emitters and runs as fast), and for programs that run once or brief
 (``"once"``: ``init_sim``, evaluation, summaries) no LLVM optimization as well (init 2.3 ->
 0.4 s, evaluation 1.8 -> 0.3 s). ``BATCHRL_FAST_COMPILE=0`` keeps XLA's defaults.
 
-Convolutions (CPU): XLA hands them to YNNPACK by default, which runs each one on a single
-core and, with 'valid' padding, slowly. ``_YNN`` keeps YNNPACK for dots and reductions only,
-so convolutions run on XLA's own multi-threaded kernels. Measured on the 2-core CPU, the
-Nature CNN ('valid'): a PPO update of 1024 frames (16 gradient steps of 256, in shares of
-64) 4.2 s -> 2.9 s; a forward pass of 8 frames 3 -> 2 ms. Programs without a convolution
-compile to the same code.
+YNNPACK (CPU): ``_YNN`` names the operations XLA hands to it, whatever this jaxlib's
+default list: dots and reductions, never convolutions. YNNPACK runs each convolution on a
+single core and, with 'valid' padding, slowly; measured on the 2-core CPU where a jaxlib
+sent convolutions there, the Nature CNN ('valid'): a PPO update of 1024 frames (16 gradient
+steps of 256, in shares of 64) 4.2 s -> 2.9 s with them on XLA's own multi-threaded
+kernels; a forward pass of 8 frames 3 -> 2 ms. jaxlib 0.10.2's default list is empty, so
+there ``_YNN`` turns YNNPACK on for dots and reductions (SAC's MuJoCo update, paired runs:
+no measurable difference either way).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import jax.numpy as jnp
 # programs run for minutes or hours (the chunks of long host-env runs), where XLA's fusion
 # emitters are worth their longer compile: sac_mujoco's chunk ~10% faster a step (paired
 # runs, 2 cores: median 8.4 against 9.5 ms), compiling 0.4-2 s longer (SAC, TD3).
-_YNN = {"xla_cpu_experimental_ynn_fusion_type":  # YNNPACK for dots and reductions, not convs
+_YNN = {"xla_cpu_experimental_ynn_fusion_type":  # dots and reductions, never convs (above)
         "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
 _CPU_OPTIONS = {
     "loop": {"xla_cpu_use_fusion_emitters": False, **_YNN},

@@ -108,9 +108,11 @@ def init_sim(agent: Model, spec: EnvSpec, key: jax.Array) -> SimState:
   return programs.jit(init, "once")(key)
 
 
-def make_learn(agent: Model):
+def make_learn(agent: Model, kind: str = "loop"):
   """A compiled ``learn(sim, rollout[K, T, B]) -> (sim, infos[K])``: per iteration, ``T``
-  stores and one update; infos as a local run reports them (episode stats + update metrics)."""
+  stores and one update; infos as a local run reports them (episode stats + update metrics).
+  ``kind``: how it compiles (``batchrl.programs.jit``'s kinds; the trainer gives the kind a
+  local run's chunk would have, ``batchrl.train.build.chunk_kind``)."""
   def iteration(agent_state, rollout: Rollout):
     agent_state = jax.lax.scan(lambda s, t: (agent.store(s, t), None), agent_state,
                                rollout.transitions)[0]
@@ -121,7 +123,7 @@ def make_learn(agent: Model):
     agent_state, infos = jax.lax.scan(iteration, sim.agent_state, rollout)
     return sim._replace(agent_state=agent_state), infos
 
-  return programs.jit(learn, "loop", donate_argnums=0)  # compiled as a local run's chunk
+  return programs.jit(learn, kind, donate_argnums=0)
 
 
 class _ShapeEnv:

@@ -33,7 +33,7 @@ from batchrl.distributed.options import RayOptions
 from batchrl.distributed.pool import RunnerPool
 from batchrl.distributed.runner import EnvRunner
 from batchrl.specs import EnvSpec
-from batchrl.train.build import agent_spaces, build_model, eval_cap
+from batchrl.train.build import agent_spaces, build_model, chunk_kind, eval_cap
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import schedule
@@ -78,7 +78,7 @@ class DistributedTrainer:
     self.axes = learner.env_axes(self.agent, self.spec)
     self.shared_index = learner.shared_index(self.agent, self.spec, self.axes)
     self.sim = learner.init_sim(self.agent, self.spec, jax.random.key(exp.run.seed))
-    self._learn = learner.make_learn(self.agent)
+    self._learn = learner.make_learn(self.agent, chunk_kind(exp.run))
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     self._summarize = programs.jit(agent_summary, "once")
     self.iteration = 0
