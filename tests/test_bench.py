@@ -163,6 +163,30 @@ def test_a_run_still_trained_by_an_earlier_bench_is_left_alone(tmp_path):
   assert runs.running_pid(runs.read_state(logdir, run)) is None  # gone: it may run again
 
 
+def test_the_sitting_of_a_killed_bench_is_recorded_from_its_runs_records(tmp_path):
+  """A bench killed outright leaves its ``running`` entry and no sitting; the next start of
+  the run records that sitting, its length up to the last record written since it began."""
+  logdir = tmp_path / "bench"
+  suite = Suite("one", "", suites.SUITES["smoke"].entries[:1], seeds=1)
+  (run,) = runs.plan(suite, 1)
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  start = 1_000.0
+  runs.mark_running(logdir, run, gone.pid, start)
+  directory = runs.run_dir(logdir, run)
+  directory.mkdir(parents=True)
+  lines = [json.dumps({"step": step, "phase": "train", "wall_time": start + wall})
+           for step, wall in ((0, -50.0), (64, 30.0), (128, 95.5))]  # the first: earlier
+  (directory / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 19')  # cut line
+  runs.record_cut_sitting(logdir, run)
+  state = runs.read_state(logdir, run)
+  assert "running" not in state and not state["finished"]
+  assert state["sittings"] == [{"start": start, "seconds": 95.5, "exit": None}]
+  assert report.wall_seconds(state) == 95.5
+  runs.record_cut_sitting(logdir, run)  # nothing left to record
+  assert runs.read_state(logdir, run)["sittings"] == state["sittings"]
+
+
 @pytest.mark.gymnax  # the runs are fused CartPole (gymnax)
 def test_sigterm_stops_the_suite_with_its_runs_recorded_and_the_same_command_resumes(
     tmp_path):

@@ -5,8 +5,9 @@ Layout under ``--logdir DIR``:
 
     DIR/runs/<env>-s<seed>-<config>/   the run (``batchrl train --timestamp <env>-s<seed>``)
     DIR/logs/<env>-s<seed>-<config>.log   its console output, every sitting appended
-    DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code), finished,
-                                          and the process training it now
+    DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code; None for
+                                          one whose bench was killed), finished, and the
+                                          process training it now
 
 (an entry with a ``label`` puts it in place of ``<env>``).
 
@@ -36,6 +37,7 @@ from batchrl.bench.suites import Entry, Suite
 from batchrl.cpus import usable_cpu_ids
 from batchrl.configclass import ConfigError
 from batchrl.files import write_atomic
+from batchrl.logging import METRICS_FILE, read_metrics
 
 log = logging.getLogger("batchrl")
 
@@ -124,6 +126,26 @@ def running_pid(state: dict) -> int | None:
   except OSError:  # gone (or no /proc: then nothing can be told, and nothing is kept)
     return None
   return pid if b"batchrl" in argv and b"train" in argv else None
+
+
+def record_cut_sitting(logdir: Path, run: Run) -> None:
+  """Records the sitting of a bench that was killed (SIGKILL, a machine going down) before
+  it could: its ``running`` entry is left, the process gone. Its length is read from the
+  run's own records, the last one written since its start (up to a report interval short),
+  so a resumed run's wall time and steps/s count every sitting; ``exit`` is None."""
+  state = read_state(logdir, run)
+  cut = state.get("running")
+  if cut is None or running_pid(state) is not None:
+    return
+  start = float(cut["start"])
+  directory = run_dir(logdir, run)
+  records = read_metrics(directory) if (directory / METRICS_FILE).is_file() else []
+  seconds = max((r["wall_time"] - start for r in records if r["wall_time"] >= start),
+                default=0.0)
+  state.pop("running")
+  state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),
+                            "exit": None})
+  write_atomic(state_path(logdir, run), json.dumps(state, indent=1))
 
 
 def record_sitting(logdir: Path, run: Run, start: float, seconds: float, code: int) -> dict:
@@ -250,6 +272,7 @@ def _start(run: Run, logdir: Path, slot: int, cores: list[list[int]], jobs: int)
   path.parent.mkdir(parents=True, exist_ok=True)
   log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed when reaped)
   pinned = set(cores[slot])
+  record_cut_sitting(logdir, run)  # before its process starts writing records again
   resumed = run_dir(logdir, run).exists()
   log.info("bench: %s %s (cores %s)", "resuming" if resumed else "starting", run.name,
            ",".join(map(str, sorted(pinned))))
