@@ -280,9 +280,9 @@ def _train(args) -> int:
   resume = _resume_command(args, timestamp=run_dir.name[:-len(exp.name) - 1])
   existed = run_dir.exists()
   exp, resumed = rundir.prepare_run(run_dir, exp, overrides if args.timestamp else [])
-  ctrl_c = interrupt.CtrlC("Ctrl-C: stopping after the update under way (in a fused run, "
-                           "the updates of about half a second), then saving a checkpoint "
-                           "(Ctrl-C again stops at once).",
+  ctrl_c = interrupt.CtrlC("stopping after the update under way (in a fused run, the "
+                           "updates of about half a second), then saving a checkpoint "
+                           "(Ctrl-C or SIGTERM again stops at once).",
                            kept=lambda: _kept(run_dir, resume, at_once=True))
   try:
     with ctrl_c:
@@ -417,9 +417,9 @@ def _tune(args) -> int:
 
   compilation_cache.enable_from_environment()
   ctrl_c = interrupt.CtrlC(
-      "Ctrl-C: the trials under way stop after their current update (a trial trained alone "
-      "saves a checkpoint; trials side by side start again on resume); the same command "
-      "(with its --timestamp) resumes the search. Ctrl-C again stops at once.",
+      "the trials under way stop after their current update (a trial trained alone saves a "
+      "checkpoint; trials side by side start again on resume); the same command (with its "
+      "--timestamp) resumes the search. Ctrl-C or SIGTERM again stops at once.",
       kept=lambda: "Stopped at once; the same command (with its --timestamp) resumes the "
       "search from the trials' last checkpoints.")
   with ctrl_c:

@@ -186,6 +186,50 @@ def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog):
+  """In-process, SIGINT ignored (as in a shell's background job): the first SIGTERM sets
+  ``requested`` and logs what happens now, naming SIGTERM; the second raises
+  KeyboardInterrupt; leaving restores both signals' handlers."""
+  before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # hang guard (10 s), not a timing assertion
+          if ctrl_c.requested:
+            break
+          time.sleep(0.01)
+        assert ctrl_c.requested
+        assert "SIGTERM: stopping" in caplog.text
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+          time.sleep(0.01)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+  finally:
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.gymnax
+@pytest.mark.slow
+def test_sigterm_checkpoints_a_background_run_that_ignores_ctrl_c(tmp_path):
+  """``batchrl train &`` from a script ignores Ctrl-C; a scheduler's SIGTERM (SLURM, ``kill``)
+  stops it after the update under way with a checkpoint, as the first Ctrl-C would."""
+  argv = ["train", "--config", "cartpole_fused", "--logdir", str(tmp_path), *LONG]
+  proc = subprocess.Popen([sys.executable, "-m", "batchrl", *argv], stderr=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True, start_new_session=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+  _wait_for(proc, r"Score .* \(train, step \d+\)")
+  proc.send_signal(signal.SIGTERM)
+  err = _finish(proc)
+  assert proc.returncode == 130, err
+  assert "SIGTERM: stopping after the update under way" in err
+  (run_dir,) = tmp_path.iterdir()
+  kept = checkpoint.latest_step(run_dir / "checkpoints")
+  assert kept is not None and 0 < kept < 50_000_000
+  assert f"the checkpoint at step {kept} is kept" in err
+
+
 def test_the_resume_command_keeps_every_train_flag():
   """The printed command parses back to the same arguments plus --timestamp; a new
   `batchrl train` flag must be added to it (this test lists them all)."""

@@ -1,5 +1,9 @@
 """Ctrl-C for a training run: the first asks the run to stop after its current update (the
-driver then checkpoints), the second stops at once and says what was kept.
+driver then checkpoints), the second stops at once and says what was kept. SIGTERM counts
+as a Ctrl-C: a scheduler's stop (SLURM at its time limit, Kubernetes, ``timeout``, ``kill``),
+which sends SIGKILL only after a grace period, gets the checkpoint instead of losing the work
+since the last one; and a run started as a shell's background job, which ignores Ctrl-C,
+can still be stopped that way.
 
 Python runs a signal handler only when the main thread next runs Python code, which during a
 compiled train phase may be minutes away, and two Ctrl-C in that time arrive as one call. So
@@ -27,10 +31,12 @@ EXIT_CODE = 130  # a shell's code for a process ended by SIGINT
 
 
 class CtrlC:
-  """While entered (in the main thread), SIGINT sets ``requested`` instead of raising.
+  """While entered (in the main thread), SIGINT and SIGTERM set ``requested`` instead of
+  raising (SIGINT unless it is ignored, SIGTERM unless a handler of the program's own is set).
 
   Args:
-    first: logged at the first Ctrl-C (what will happen now).
+    first: logged at the first Ctrl-C (what will happen now), after ``Ctrl-C: `` or
+      ``SIGTERM: ``.
     kept: a line saying what the run keeps (checkpoint step, or none), logged when the
       second Ctrl-C has to end the process itself.
     grace: seconds the main thread has, after the second Ctrl-C, to take the
@@ -49,11 +55,16 @@ class CtrlC:
   def __enter__(self) -> "CtrlC":
     if threading.current_thread() is not threading.main_thread():
       return self  # signals belong to the main thread; elsewhere Ctrl-C stays Python's
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-      return self  # started to ignore Ctrl-C (a shell's background job): it still does
+    # a process started to ignore Ctrl-C (a shell's background job) still does; SIGTERM is
+    # taken only from its default (ending the process), not from a handler set by a caller
+    self._signals = tuple(s for s, take in (
+        (signal.SIGINT, signal.getsignal(signal.SIGINT) is not signal.SIG_IGN),
+        (signal.SIGTERM, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)) if take)
+    if not self._signals:
+      return self
     self._read, self._write = os.pipe()
     os.set_blocking(self._write, False)
-    self._old_handler = signal.signal(signal.SIGINT, self._on_signal)
+    self._old_handlers = {s: signal.signal(s, self._on_signal) for s in self._signals}
     self._old_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
     self._thread = threading.Thread(target=self._watch, name="batchrl-ctrl-c", daemon=True)
     self._thread.start()
@@ -65,7 +76,8 @@ class CtrlC:
       return
     self._active = False
     self._taken.set()  # from here on the main thread handles whatever comes
-    signal.signal(signal.SIGINT, self._old_handler)
+    for signum, handler in self._old_handlers.items():
+      signal.signal(signum, handler)
     signal.set_wakeup_fd(self._old_fd)  # before closing: the fd number could be reused
     os.close(self._write)  # the watcher reads EOF and returns
     self._thread.join(timeout=5.0)
@@ -86,25 +98,27 @@ class CtrlC:
         return
       if not data:
         return
-      presses = data.count(signal.SIGINT)
-      own = min(presses, self._own_bytes)
+      own = min(data.count(self._signals[0]), self._own_bytes)
       self._own_bytes -= own
-      self._press(presses - own)
+      ints, terms = (data.count(s) if s in self._signals else 0
+                     for s in (signal.SIGINT, signal.SIGTERM))
+      self._press(ints + terms - own, "SIGTERM" if terms else "Ctrl-C")
 
-  def _press(self, presses: int) -> None:
+  def _press(self, presses: int, name: str) -> None:
     if presses <= 0:
       return
     self._presses += presses
     if self._presses == 1:
       self.requested = True
-      log.warning(self.first)
+      log.warning("%s: %s", name, self.first)
       return
     if self._aborting:  # yet another Ctrl-C while the main thread unwinds: stop now
       self._exit_now()
     self._aborting = True
     if not self._taken.is_set():  # (the signal's own handler call may have raised already)
       self._own_bytes += 1
-      _thread.interrupt_main(signal.SIGINT)
+      # as a signal whose handler is ours (SIGINT unless it is ignored): that handler raises
+      _thread.interrupt_main(self._signals[0])
     if not self._taken.wait(self.grace):
       self._exit_now()
 
