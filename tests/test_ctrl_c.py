@@ -166,6 +166,22 @@ def test_a_phase_is_cut_into_calls_of_about_call_seconds_and_phases_end_on_repor
   assert [schedule.phase_length(plan, i) for i in (0, 1, 4, 7, 8, 9)] == [4, 3, 4, 1, 2, 1]
 
 
+def _press_twice(ctrl_c, signum: int, after_first=lambda: None) -> None:
+  """Sends ``signum`` to this process, waits for ``ctrl_c.requested``, calls
+  ``after_first()``, sends it again and runs Python code until the interrupt comes (10 s
+  hang guards, not timing assertions)."""
+  os.kill(os.getpid(), signum)
+  for _ in range(1000):
+    if ctrl_c.requested:
+      break
+    time.sleep(0.01)
+  assert ctrl_c.requested
+  after_first()
+  os.kill(os.getpid(), signum)
+  for _ in range(1000):
+    time.sleep(0.01)
+
+
 def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
   """In-process: the first SIGINT sets ``requested`` and raises nothing; the second raises
   KeyboardInterrupt in the main thread (running Python here, so the process is not ended);
@@ -173,15 +189,7 @@ def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
   kept = []
   with pytest.raises(KeyboardInterrupt):
     with interrupt.CtrlC("first", kept=lambda: kept.append(1) or "kept") as ctrl_c:
-      os.kill(os.getpid(), signal.SIGINT)
-      for _ in range(1000):  # hang guard (10 s), not a timing assertion
-        if ctrl_c.requested:
-          break
-        time.sleep(0.01)
-      assert ctrl_c.requested
-      os.kill(os.getpid(), signal.SIGINT)
-      for _ in range(1000):
-        time.sleep(0.01)
+      _press_twice(ctrl_c, signal.SIGINT)
   assert kept == []  # the main thread took the interrupt: no os._exit path
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
@@ -194,16 +202,11 @@ def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog):
   try:
     with pytest.raises(KeyboardInterrupt):
       with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(1000):  # hang guard (10 s), not a timing assertion
-          if ctrl_c.requested:
-            break
-          time.sleep(0.01)
-        assert ctrl_c.requested
-        assert "SIGTERM: stopping" in caplog.text
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(1000):
-          time.sleep(0.01)
+
+        def named() -> None:
+          assert "SIGTERM: stopping" in caplog.text
+
+        _press_twice(ctrl_c, signal.SIGTERM, named)
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
   finally:
