@@ -142,13 +142,12 @@ def record_cut_sitting(logdir: Path, run: Run) -> None:
   records = read_metrics(directory) if (directory / METRICS_FILE).is_file() else []
   seconds = max((r["wall_time"] - start for r in records if r["wall_time"] >= start),
                 default=0.0)
-  state.pop("running")
-  state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),
-                            "exit": None})
-  write_atomic(state_path(logdir, run), json.dumps(state, indent=1))
+  record_sitting(logdir, run, start, seconds, None)
 
 
-def record_sitting(logdir: Path, run: Run, start: float, seconds: float, code: int) -> dict:
+def record_sitting(logdir: Path, run: Run, start: float, seconds: float,
+                   code: int | None) -> dict:
+  """Appends a sitting (``code`` None: its bench was killed) and drops ``running``."""
   state = read_state(logdir, run)
   state.pop("running", None)
   state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),

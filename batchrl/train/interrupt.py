@@ -98,11 +98,12 @@ class CtrlC:
         return
       if not data:
         return
-      own = min(data.count(self._signals[0]), self._own_bytes)
+      # bytes of other signals with Python handlers (a timer, Ray's) are not presses
+      counts = {s: data.count(s) for s in self._signals}
+      own = min(counts[self._signals[0]], self._own_bytes)
       self._own_bytes -= own
-      ints, terms = (data.count(s) if s in self._signals else 0
-                     for s in (signal.SIGINT, signal.SIGTERM))
-      self._press(ints + terms - own, "SIGTERM" if terms else "Ctrl-C")
+      self._press(sum(counts.values()) - own,
+                  "SIGTERM" if counts.get(signal.SIGTERM) else "Ctrl-C")
 
   def _press(self, presses: int, name: str) -> None:
     if presses <= 0:
