@@ -71,6 +71,28 @@ def test_scores_at_a_budget_are_the_last_and_best_evaluation_up_to_it():
   assert report.at_budget([], 10) is None
 
 
+def test_the_training_return_is_the_episode_weighted_mean_over_the_last_tenth():
+  nan = float("nan")  # a report in which no episode ended
+  reports = [(50, 2.0, 10.0), (90, 1.0, 40.0), (95, 3.0, 20.0), (100, 1.0, 100.0),
+             (200, 4.0, 7.0), (205, 0.0, nan)]
+  # budget 100: the reports in (90, 100], each weighted by its episodes
+  assert report.train_return_at(reports, 100) == (3 * 20.0 + 100.0) / 4
+  assert report.train_return_at(reports, 99) == (40.0 + 3 * 20.0) / 4  # (89.1, 99]
+  assert report.train_return_at(reports, 200) == 7.0
+  assert report.train_return_at(reports, 203) == 7.0  # reached (205), its last report empty
+  assert report.train_return_at(reports, 170) is None  # no episode ended in (153, 170]
+  assert report.train_return_at(reports, 300) is None  # not reached yet
+  assert report.train_return_at([], 10) is None
+
+
+def test_seeds_make_one_curve_with_their_mean_and_a_band_from_lowest_to_highest():
+  curve = report.seed_curve("sac Hopper", [[(10, 1.0), (20, 4.0)], [(10, 3.0)]], "train")
+  assert curve.phase == "train" and curve.x.tolist() == [10, 20]
+  assert curve.mean.tolist() == [2.0, 4.0]
+  assert curve.low.tolist() == [1.0, 4.0] and curve.high.tolist() == [3.0, 4.0]
+  assert report.seed_curve("none", []) is None
+
+
 def test_references_are_found_by_agent_and_task_whatever_the_version():
   assert suites.env_family("Hopper-v5") == "Hopper"
   assert suites.env_family("BreakoutNoFrameskip-v4") == "Breakout"
@@ -100,6 +122,9 @@ def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_p
 
   text = out.read_text()
   assert "| cartpole_fused | CartPole-v1 | 4096 | 1/1 |" in text
+  (row,) = [line for line in text.splitlines() if line.startswith("| cartpole_fused |")]
+  train = float(row.split(" | ")[6])  # the training return column: episodes did end
+  assert 8 <= train <= 500  # CartPole's returns
   assert "SB3 rl-zoo: 500 at 100k" in text  # the published column
   assert "`batchrl train --config cartpole_fused --seed S --set steps=4096" in text
   assert "Machine: " in text and "Versions: Python" in text

@@ -4,7 +4,9 @@ a learning-curve image per entry.
 
 Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At each
 budget: the final score is the last evaluation at or before it, the best the highest up to
-it; a seed counts at a budget once its run has reached it. Wall time is the sum of a run's
+it; a seed counts at a budget once its run has reached it. Beside them, the training return:
+the mean return of the training episodes that ended in the last tenth of the steps up to
+the budget (the figure CleanRL publishes, and steadier than a few greedy episodes). Wall time is the sum of a run's
 sittings (start-up, compilation and evaluations included; time stopped is not), steps/s its
 steps over that time.
 """
@@ -53,6 +55,39 @@ def at_budget(evals: list[tuple[int, float]], budget: int) -> tuple[float, float
   return upto[-1], max(upto)
 
 
+# the share of the steps up to a budget whose training episodes make its training return
+TRAIN_WINDOW = 0.1
+
+
+def training_reports(logdir: Path, run: bench_runs.Run) -> list[tuple[int, float, float]]:
+  """``(step, episodes ended, their mean return)`` of every training report (0 episodes
+  and a NaN return where none ended: the report still says how far the run got)."""
+  directory = bench_runs.run_dir(logdir, run)
+  if not (directory / plot.METRICS_FILE).is_file():
+    return []
+  out = []
+  for r in plot.read_records(directory):
+    if r.get("phase") == "train":
+      ended = r.get("mean_score") is not None and bool(r.get("episodes"))
+      out.append((int(r["step"]), float(r["episodes"]) if ended else 0.0,
+                  float(r["mean_score"]) if ended else float("nan")))
+  return out
+
+
+def train_return_at(reports: list[tuple[int, float, float]], budget: int) -> float | None:
+  """The mean return of the training episodes that ended in the last ``TRAIN_WINDOW`` of
+  the steps up to ``budget`` (each report weighted by its episodes); None when the run has
+  not reached the budget or no episode ended in that stretch."""
+  if not reports or max(step for step, _, _ in reports) < budget:
+    return None
+  start = budget - TRAIN_WINDOW * budget
+  window = [(n, score) for step, n, score in reports if start < step <= budget and n > 0]
+  if not window:
+    return None
+  episodes = sum(n for n, _ in window)
+  return sum(n * score for n, score in window) / episodes
+
+
 def wall_seconds(state: dict) -> float:
   return sum(s["seconds"] for s in state["sittings"])
 
@@ -70,6 +105,7 @@ def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
     first = mine[0]
     agent = REGISTRY.get(entry.config).agent
     evals = {r.seed: evaluations(logdir, r) for r in mine}
+    trained = {r.seed: training_reports(logdir, r) for r in mine}
     states = {r.seed: bench_runs.read_state(logdir, r) for r in mine}
     finished = [r for r in mine if states[r.seed]["finished"]]
     walls = [wall_seconds(states[r.seed]) for r in finished]
@@ -81,6 +117,8 @@ def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
           "agent": agent, "env": first.env, "budget": budget,
           "end": budget == first.steps, "seeds": len(scores), "planned": len(mine),
           "final": [f for f, _ in scores], "best": [b for _, b in scores],
+          "train": [t for t in (train_return_at(trained[r.seed], budget) for r in mine)
+                    if t is not None],
           "wall_s": walls if budget == first.steps else [],
           "steps_per_s": ([first.steps / w for w in walls if w > 0]
                           if budget == first.steps else []),
@@ -89,9 +127,9 @@ def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
   return out
 
 
-def _mean_spread(values: list[float]) -> str:
+def _mean_spread(values: list[float], missing: str = "pending") -> str:
   if not values:
-    return "pending"
+    return missing
   if len(values) == 1:
     return f"{values[0]:.4g}"
   return f"{np.mean(values):.4g} ± {np.std(values):.2g}"
@@ -107,8 +145,8 @@ def _duration(seconds: float) -> str:
 
 def table(rows_: list[dict]) -> str:
   lines = ["| config | env | steps | seeds | final (mean ± std) | best (mean ± std) | "
-           "wall per run | steps/s | published | command |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "train return | wall per run | steps/s | published | command |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows_:
     wall = _duration(float(np.mean(r["wall_s"]))) if r["wall_s"] else ""
     rate = f"{np.mean(r['steps_per_s']):.0f}" if r["steps_per_s"] else ""
@@ -116,7 +154,8 @@ def table(rows_: list[dict]) -> str:
     command = f"`{r['command']}`" if r["end"] else ""
     lines.append(f"| {r['config']} | {r['env']} | {steps_text(r['budget'])} | "
                  f"{r['seeds']}/{r['planned']} | {_mean_spread(r['final'])} | "
-                 f"{_mean_spread(r['best'])} | {wall} | {rate} | {published} | {command} |")
+                 f"{_mean_spread(r['best'])} | {_mean_spread(r['train'], '-')} | {wall} | "
+                 f"{rate} | {published} | {command} |")
   return "\n".join(lines)
 
 
@@ -159,9 +198,10 @@ def versions() -> str:
 # ------------------------------------------------------------------ curves
 
 
-def seed_curve(label: str, per_seed: list[list[tuple[int, float]]]) -> plot.Curve | None:
-  """The evaluations of several seeds as one curve: the mean at each step, and a band from
-  the lowest to the highest seed."""
+def seed_curve(label: str, per_seed: list[list[tuple[int, float]]],
+               phase: str = "eval") -> plot.Curve | None:
+  """The scores of several seeds (``(step, score)`` each) as one curve: the mean at each
+  step, and a band from the lowest to the highest seed."""
   by_step: dict[int, list[float]] = {}
   for evals in per_seed:
     for step, score in evals:
@@ -170,13 +210,14 @@ def seed_curve(label: str, per_seed: list[list[tuple[int, float]]]) -> plot.Curv
     return None
   steps = sorted(by_step)
   values = [by_step[s] for s in steps]
-  return plot.Curve(label, "eval", np.array(steps), np.array([np.mean(v) for v in values]),
+  return plot.Curve(label, phase, np.array(steps), np.array([np.mean(v) for v in values]),
                     np.array([min(v) for v in values]), np.array([max(v) for v in values]))
 
 
 def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str, Path]:
-  """One PNG per entry with evaluations (seeds' mean and band, published scores dotted):
-  ``{run name without seed: path}``. Needs matplotlib (``batchrl[plot]``)."""
+  """One PNG per entry with the greedy evaluations (seeds' mean and band), the training
+  returns dashed (each report's episodes) and the published scores dotted: ``{run name
+  without seed: path}``. Needs matplotlib (``batchrl[plot]``)."""
   logdir = Path(logdir)
   written = {}
   planned = bench_runs.plan(suite, seeds)
@@ -188,9 +229,13 @@ def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str,
     curve = seed_curve(f"{label} ({seeds_text})", per_seed)
     if curve is None:
       continue
+    trained = [[(step, score) for step, n, score in training_reports(logdir, r) if n > 0]
+               for r in mine]
+    train_curve = seed_curve(curve.run, [t for t in trained if t], phase="train")
     refs = tuple((ref.text(), ref.score)
                  for ref in references(REGISTRY.get(entry.config).agent, mine[0].env))
-    figure = plot.draw([curve], "mean_score (greedy evaluation)", "steps", refs)
+    figure = plot.draw([curve] + ([train_curve] if train_curve else []), "return", "steps",
+                       refs)
     path = directory / f"{entry.config}-{entry.label or mine[0].env}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, bbox_inches="tight")
@@ -223,7 +268,9 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
       f"- Versions: {versions()}",
       f"- Seeds planned: {seeds}; runs in {Path(logdir).resolve()}", "",
       "Scores are greedy evaluations: final = the last at or before the steps shown, best = "
-      "the highest up to them, mean ± standard deviation over the seeds that got there. Wall "
+      "the highest up to them, mean ± standard deviation over the seeds that got there. "
+      "Train return = the mean return of the training episodes (exploring) that ended in "
+      "the last tenth of those steps, the measure CleanRL publishes. Wall "
       "time is a whole run (start-up, compilation and evaluations included). Published "
       "figures are other code on other machines, with their settings named; the command "
       "trains one seed of the row (S = 0, 1, ...).", "",
