@@ -109,14 +109,18 @@ class RunLogger:
       self._writer = SummaryWriter(logdir=str(self.run_dir), purge_step=purge)
 
   def scalars(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
-    """TensorBoard scalars tagged ``phase/name``."""
+    """TensorBoard scalars tagged ``phase/name``. NaN and infinite values are left out (a
+    gap in the curve, as TensorBoard draws them anyway): a report window in which no
+    episode ended has no score, and tensorboardX would print a warning for each (a loss
+    that turned NaN is warned about once, by ``report``)."""
     _check_phase(phase)
     tagged = {}
     for name, value in values.items():
       value = _scalar(name, value)
       if not isinstance(value, (bool, int, float)):
         raise ValueError(f"scalar {name!r} must be a number, got {value!r}")
-      tagged[f"{phase}/{name}"] = float(value)
+      if math.isfinite(value):
+        tagged[f"{phase}/{name}"] = float(value)
     if self._writer is not None:
       for tag, value in tagged.items():
         self._writer.add_scalar(tag, value, int(step))

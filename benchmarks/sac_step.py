@@ -1,16 +1,19 @@
-"""Time per learning step of SAC with the published MuJoCo values, side by side with sbx.
+"""Time per learning step of SAC (or TD3) with the published MuJoCo values, side by side
+with sbx.
 
     python benchmarks/sac_step.py                 # 2000 timed steps each side
     python benchmarks/sac_step.py --steps 500 --sb3 --parts
     python benchmarks/sac_step.py --blocks 1 8 64 --skip-peers   # updates in blocks of K
+    python benchmarks/sac_step.py --algo td3                      # TD3 instead
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
-on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset; sbx and SB3 with the same values, as
+on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset, or ``mujoco_td3`` with ``--algo td3``,
+whose actor steps on every second gradient step; sbx and SB3 with the same values, as
 ``benchmarks/peers/sbx_train.py`` builds them). Each side learns from step
 ``--learning-starts`` on, runs ``--warmup`` learning steps (compilation, caches), then
 ``--steps`` learning steps are timed: wall time / steps, and the process's CPU time / steps.
 
-- batchrl: ``batchrl train --config sac_mujoco``'s host loop (``LocalTrainer``: the env
+- batchrl: ``batchrl train --config sac_mujoco``'s (``td3_mujoco``'s) host loop (``LocalTrainer``: the env
   stepped in this process through a host callback inside the compiled chunk, called as the
   CLI calls it: in compiled calls of about half a second), with ``first_update`` set to
   ``--learning-starts``; the evaluation program compiling ahead is waited for before the
@@ -51,11 +54,12 @@ ENV = "HalfCheetah-v5"
 
 
 def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int = 0,
-         block: int = 1) -> dict:
-  """``sac_mujoco``'s host loop: ms per learning step (wall, CPU); with ``parts`` also the
-  update and act programs alone. ``block``: ``block`` gradient steps after every ``block``
-  env steps (``update_frequency`` = ``repeat_update`` = block; the same work per step)."""
-  named = configs.get("sac_mujoco")
+         block: int = 1, algo: str = "sac") -> dict:
+  """``<algo>_mujoco``'s host loop: ms per learning step (wall, CPU); with ``parts`` also
+  the update and act programs alone. ``block``: ``block`` gradient steps after every
+  ``block`` env steps (``update_frequency`` = ``repeat_update`` = block; the same work per
+  step)."""
+  named = configs.get(f"{algo}_mujoco")
   config = dataclasses.replace(named.config, first_update=learning_starts,
                                update_frequency=block, repeat_update=block)
   exp = dataclasses.replace(named, config=config,
@@ -110,13 +114,14 @@ def program_parts(trainer: LocalTrainer, calls: int) -> dict:
   return {"update_ms": update_ms, "act_ms": act_ms}
 
 
-def peer(library: str, steps: int, learning_starts: int, warmup: int) -> dict | None:
+def peer(library: str, steps: int, learning_starts: int, warmup: int,
+         algo: str = "sac") -> dict | None:
   """``benchmarks/peers/sbx_step.py`` in the peers' venv (None, with why, if it cannot)."""
   if not peers.installed():
     print(f"{library}: peers not installed ({peers.SETUP_HINT})", flush=True)
     return None
   cmd = [peers.python_path(), os.path.join(HERE, "peers", "sbx_step.py"), "--library",
-         library, "--env", ENV, "--steps", str(steps), "--learning-starts",
+         library, "--algo", algo, "--env", ENV, "--steps", str(steps), "--learning-starts",
          str(learning_starts), "--warmup", str(warmup)]
   proc = subprocess.run(cmd, capture_output=True, text=True, env=peers.peer_env(),
                         cwd=os.path.join(HERE, "peers"))
@@ -135,6 +140,7 @@ def main() -> None:
   p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
   p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
   p.add_argument("--skip-peers", action="store_true")
+  p.add_argument("--algo", choices=("sac", "td3"), default="sac")
   p.add_argument("--blocks", nargs="+", type=int, default=[1], metavar="K",
                  help="also time batchrl with K gradient steps after every K env steps "
                  "(update_frequency=K, repeat_update=K), e.g. --blocks 1 8 64")
@@ -144,27 +150,29 @@ def main() -> None:
   when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
   rows = []
-  print("timing batchrl (sac_mujoco host loop) ...", flush=True)
-  mine = ours(args.steps, args.learning_starts, args.warmup, args.parts)
-  rows.append(("batchrl sac_mujoco (LocalTrainer)", mine))
+  algo, name = args.algo, args.algo.upper()
+  print(f"timing batchrl ({algo}_mujoco host loop) ...", flush=True)
+  mine = ours(args.steps, args.learning_starts, args.warmup, args.parts, algo=algo)
+  rows.append((f"batchrl {algo}_mujoco (LocalTrainer)", mine))
   for block in (k for k in args.blocks if k != 1):
     print(f"timing batchrl with blocks of {block} ...", flush=True)
     rows.append((f"batchrl, {block} gradient steps every {block} env steps",
-                 ours(args.steps, args.learning_starts, args.warmup, False, block=block)))
+                 ours(args.steps, args.learning_starts, args.warmup, False, block=block,
+                      algo=algo)))
   sbx = None
   if not args.skip_peers:
     print("timing sbx ...", flush=True)
-    sbx = peer("sbx", args.steps, args.learning_starts, args.warmup)
+    sbx = peer("sbx", args.steps, args.learning_starts, args.warmup, algo)
     if sbx is not None:
-      rows.append((f"{sbx['library']} SAC", sbx))
+      rows.append((f"{sbx['library']} {name}", sbx))
     if args.sb3:
       print("timing SB3 ...", flush=True)
-      sb3 = peer("sb3", args.steps, args.learning_starts, args.warmup)
+      sb3 = peer("sb3", args.steps, args.learning_starts, args.warmup, algo)
       if sb3 is not None:
-        rows.append((f"{sb3['library']} SAC (torch, 1 thread)", sb3))
+        rows.append((f"{sb3['library']} {name} (torch, 1 thread)", sb3))
 
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  print(f"\nSAC learning step, {ENV}, 1 env, 2x256 MLPs, batch 256, one gradient step per "
+  print(f"\n{name} learning step, {ENV}, 1 env, 2x256 MLPs, batch 256, one gradient step per "
         f"env step; {args.steps} timed steps each\n{when}; {os.cpu_count()} CPUs, load "
         f"average {load:.2f}; jax {jax.__version__}\ncommand: {command}\n")
   print(f"{'':44s} {'ms/step':>9s} {'CPU ms/step':>12s} {'/ sbx':>7s}")

@@ -78,6 +78,8 @@ def test_tensorboard_event_file(tmp_path):
   with RunLogger(tmp_path) as log:
     log.scalars("train", 5, {"mean_score": np.float32(1.5), "kl": jnp.asarray(0.01)})
     log.scalars("eval", 5, {"mean_score": 2.0})
+    # no episode ended in this window: no score point (and no tensorboardX warning)
+    log.scalars("train", 6, {"mean_score": float("nan"), "kl": np.float32(0.02)})
     with pytest.warns(RuntimeWarning, match="non-finite"):
       log.histograms("train", 5, {"action": np.array([0.1, -0.2, np.nan, 0.3])})
   events = list(tmp_path.glob("events.out.tfevents.*"))
@@ -88,7 +90,8 @@ def test_tensorboard_event_file(tmp_path):
   tags = accumulator.Tags()
   assert {"train/mean_score", "train/kl", "eval/mean_score"} <= set(tags["scalars"])
   assert "train/action" in tags["histograms"]
-  assert accumulator.Scalars("train/mean_score")[0].value == pytest.approx(1.5)
+  assert [e.value for e in accumulator.Scalars("train/mean_score")] == [pytest.approx(1.5)]
+  assert [e.step for e in accumulator.Scalars("train/kl")] == [5, 6]
 
 
 def test_progress_disabled_without_terminal():

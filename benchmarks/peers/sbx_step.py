@@ -1,5 +1,6 @@
-"""Time per learning step of sbx's (or SB3's) SAC on a MuJoCo task: one env, one gradient
-step per env step, the values ``sbx_train.py`` uses (batchrl's ``mujoco_sac``).
+"""Time per learning step of sbx's (or SB3's) SAC or TD3 on a MuJoCo task: one env, one
+gradient step per env step, the values ``sbx_train.py`` uses (batchrl's ``mujoco_sac`` /
+``mujoco_td3``).
 
 Runs in the peers' venv; prints one JSON line (``benchmarks/sac_step.py`` runs it):
 
@@ -21,6 +22,7 @@ def main() -> None:
   p = _common.parser(__doc__.splitlines()[0], steps=2_000, episodes=0, target=float("nan"),
                      envs=sbx_train.ENVS)
   p.add_argument("--library", choices=("sbx", "sb3"), default="sbx")
+  p.add_argument("--algo", choices=tuple(sbx_train.VALUES), default="sac")
   p.add_argument("--learning-starts", type=int, default=300)
   p.add_argument("--warmup", type=int, default=200, help="learning steps before the timing")
   args = p.parse_args()
@@ -32,14 +34,14 @@ def main() -> None:
     import torch
     torch.set_num_threads(1)  # as benchmarks/peers runs SB3: its default spins when busy
   env = gym.make(args.env)
-  model = sbx_train.build(args.library, "sac", env, args.seed, uniform_start=False)
+  model = sbx_train.build(args.library, args.algo, env, args.seed, uniform_start=False)
   model.learning_starts = args.learning_starts
   model.learn(total_timesteps=args.learning_starts + args.warmup)
   start, cpu = time.perf_counter(), time.process_time()
   model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
   wall, cpu = time.perf_counter() - start, time.process_time() - cpu
   dist = "sbx-rl" if args.library == "sbx" else "stable-baselines3"
-  _common.emit({"peer": f"{args.library}_sac_step", "library": f"{args.library} {version(dist)}",
+  _common.emit({"peer": f"{args.library}_{args.algo}_step", "library": f"{args.library} {version(dist)}",
                 "env": args.env, "steps": args.steps, "step_ms": wall / args.steps * 1e3,
                 "cpu_ms": cpu / args.steps * 1e3})
 

@@ -238,15 +238,26 @@ def gradient_step(config: ActorCriticConfig, algo: Algorithm, move_targets, stat
 
   actor_objective = functools.partial(algo.actor_loss, config, nets, critic_params=critic,
                                       obs=items.obs, key=actor_key, alpha=alpha)
-  (a_loss, (a_metrics, log_prob)), a_grads = jax.value_and_grad(
-      actor_objective, has_aux=True)(params.actor)
-  actor, actor_state = _adam_step(actor_opt, a_grads, opt_state.actor, params.actor)
+
+  def actor_step(actor, actor_state):
+    (a_loss, (a_metrics, log_prob)), a_grads = jax.value_and_grad(
+        actor_objective, has_aux=True)(actor)
+    return _adam_step(actor_opt, a_grads, actor_state, actor) + (a_loss, a_metrics, log_prob)
+
+  def actor_held(actor, actor_state):
+    # TD3's steps between actor steps: the loss alone, so the metrics still say where the
+    # actor stands, without the backward pass and Adam step a discarded step would cost
+    a_loss, (a_metrics, log_prob) = actor_objective(actor)
+    return actor, actor_state, a_loss, a_metrics, log_prob
+
   # TD3's Algorithm 1: the actor learns on gradient step t (from 1) when t mod d == 0
   learn_actor = (opt_state.steps + 1) % algo.policy_delay == 0
-  if algo.policy_delay > 1:  # TD3: keep the old actor between its delayed steps
-    keep = lambda new, old: jax.tree.map(  # noqa: E731
-        lambda n, o: jnp.where(learn_actor, n, o), new, old)
-    actor, actor_state = keep(actor, params.actor), keep(actor_state, opt_state.actor)
+  if algo.policy_delay > 1:  # a real branch on CPU/GPU (both sides only under vmap)
+    actor, actor_state, a_loss, a_metrics, log_prob = jax.lax.cond(
+        learn_actor, actor_step, actor_held, params.actor, opt_state.actor)
+  else:
+    actor, actor_state, a_loss, a_metrics, log_prob = actor_step(params.actor,
+                                                                 opt_state.actor)
 
   log_alpha, alpha_state = params.log_alpha, opt_state.alpha
   metrics = dict(a_metrics)
