@@ -181,12 +181,13 @@ def sac_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   1M steps of 1 env, one gradient step per env step from 5k steps on, a greedy evaluation
   episode every 50k steps.
 
-  Published (CleanRL's SAC on v4 at 1M): HalfCheetah 9635, Hopper 2310, Walker2d 3591. Not
-  yet run to 1M here. Smoke run (seed 0, ``--set steps=10000``, HalfCheetah-v5, 2 CPU cores
-  under load average 8-11): 75 steps/s for the first 5k steps (compilation included, no
-  learning), 15 steps/s learning; greedy evaluation -73 at 10k; a 162 MB checkpoint (the 1M
-  memory) at the end; 7.4 min whole run. At that rate 1M steps take about 18 h: run it on
-  an idle machine or a GPU."""
+  Published (CleanRL's SAC on v4 at 1M): HalfCheetah 9635, Hopper 2310, Walker2d 3591.
+  Measured at 300k steps, seed 0, 2 CPU cores shared with one other run (``batchrl bench
+  --suite mujoco-300k``, docs/benchmarks.md): HalfCheetah-v5 greedy 7598, training return
+  6802; Hopper-v5 greedy 1765 (best 3243), training return 2497; 110-133 steps/s while
+  learning, about 150 on 2 idle cores (6.8 ms per step, ``benchmarks/sac_step.py``), so 1M
+  steps take about 2 h there. A checkpoint holds the 1M memory in its newest copy only
+  (162 MB on HalfCheetah), the older ones the networks (3.4 MB)."""
   return Experiment("sac_mujoco", _mujoco(env, steps), mujoco_sac(), agent="sac")
 
 
@@ -199,11 +200,12 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   Published (CleanRL's TD3 on v4 at 1M): HalfCheetah about 9000-10000. One difference
   remains: before learning starts they act uniformly at random, where this acts with the
   untrained actor plus its exploration noise (the same holds for ``sac_mujoco``, whose
-  untrained policy is near uniform already). Not yet run to 1M here. Smoke run (seed 0,
-  ``--set steps=10000 --set first_update=5000``, HalfCheetah-v5, 2 CPU cores under load
-  average 8-11): 132 steps/s for the first 5k steps (compilation included), 28 steps/s
-  learning (the actor steps on every second gradient step); a 162 MB checkpoint at the
-  end; 4.8 min whole run."""
+  untrained policy is near uniform already). Not yet run to 1M here. Learning on 2 idle
+  CPU cores: 6.1 ms per step (``benchmarks/sac_step.py --algo td3``; the actor learns on
+  every second gradient step), so 1M steps take about 1.7 h; a checkpoint holds the 1M
+  memory in its newest copy only (162 MB on HalfCheetah). Side by side with sbx at 100k
+  steps (seed 0, greedy best): Hopper-v5 742 against 172, Walker2d-v5 354 against 672
+  (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
