@@ -14,6 +14,10 @@ again, and finished runs are skipped, so the benchmark can run across several si
 Runs are taken seed by seed (every task's seed 0 first), so a partial table has one seed
 everywhere before it has three anywhere.
 
+``--libraries batchrl sbx sbx-paper``: also sbx's TD3 with the paper's actor objective and
+target steps where sbx departs from them (``benchmarks/peers/sbx_train.py --paper-td3``), to
+tell those two choices from the rest of the implementations (TD3 only).
+
 The table: best and final greedy evaluation (mean of ``--episodes`` episodes) per run, the
 mean over finished seeds, and batchrl's mean as a ratio of the peer's. Evaluations happen
 every ``--eval-every`` steps on a separate env in both libraries.
@@ -36,6 +40,9 @@ from batchrl.files import write_atomic  # noqa: E402
 ALGOS = ("sac", "td3")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
+LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper")
+# a peer variant: (the library it runs, its options, the algorithms it applies to)
+VARIANTS = {"sbx-paper": ("sbx", ["--paper-td3"], ("td3",))}
 
 
 def run_name(library: str, algo: str, env: str, seed: int) -> str:
@@ -72,10 +79,15 @@ def ours_evals(run_dir: str) -> list[tuple[int, float]]:
 
 
 def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
-  return [python_path(), PEER_SCRIPT, "--library", library, "--algo", algo, "--env", env,
-          "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
+  runs, options, _ = VARIANTS.get(library, (library, [], ALGOS))
+  return [python_path(), PEER_SCRIPT, "--library", runs, *options, "--algo", algo, "--env",
+          env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
           str(args.eval_every), "--episodes", str(args.episodes), "--save-dir",
           os.path.join(args.results, run_name(library, algo, env, seed))]
+
+
+def applies(library: str, algo: str) -> bool:
+  return algo in VARIANTS.get(library, (None, None, ALGOS))[2]
 
 
 def result_path(library: str, algo: str, env: str, seed: int, args) -> str:
@@ -127,7 +139,8 @@ def jobs(args):
     for algo in args.algos:
       for env in args.envs:
         for library in args.libraries:
-          yield library, algo, env, seed
+          if applies(library, algo):
+            yield library, algo, env, seed
 
 
 def summary_rows(args) -> list[str]:
@@ -137,7 +150,7 @@ def summary_rows(args) -> list[str]:
   for algo in args.algos:
     for env in args.envs:
       means = {}
-      for library in args.libraries:
+      for library in (lib for lib in args.libraries if applies(lib, algo)):
         done = [r for r in (load_result(library, algo, env, s, args) for s in args.seeds) if r]
         if not done:
           lines.append(f"| {algo} | {env} | {library} | 0/{len(args.seeds)} | pending | | | |")
@@ -159,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
   p.add_argument("--algos", nargs="+", choices=ALGOS, default=["sac"])
   p.add_argument("--envs", nargs="+", choices=ENVS, default=["Hopper-v5", "Walker2d-v5"])
   p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-  p.add_argument("--libraries", nargs="+", choices=("batchrl", "sbx", "sb3"),
+  p.add_argument("--libraries", nargs="+", choices=LIBRARIES,
                  default=["batchrl", "sbx"])
   p.add_argument("--steps", type=int, default=100_000)
   p.add_argument("--eval-every", type=int, default=10_000)

@@ -51,3 +51,17 @@ def test_the_table_shows_finished_seeds_means_and_the_ratio_and_pending_runs(arg
   assert rows[3] == "| sac | Hopper-v5 | sbx | 1/2 | 1250 | 1250 | 1150 | 0.80 |"
   assert list(parity.jobs(args))[:2] == [("batchrl", "sac", "Hopper-v5", 0),
                                          ("sbx", "sac", "Hopper-v5", 0)]
+
+
+def test_the_paper_variant_of_sbx_runs_td3_only_with_its_option_in_its_own_folder(args):
+  args.algos, args.libraries = ["sac", "td3"], ["batchrl", "sbx", "sbx-paper"]
+  assert [job[:2] for job in parity.jobs(args) if job[3] == 0] == [
+      ("batchrl", "sac"), ("sbx", "sac"), ("batchrl", "td3"), ("sbx", "td3"),
+      ("sbx-paper", "td3")]
+  cmd = parity.peer_command("sbx-paper", "td3", "Walker2d-v5", 2, args)
+  assert cmd[cmd.index("--library") + 1] == "sbx" and "--paper-td3" in cmd
+  assert cmd[-1].endswith("sbx-paper-td3-Walker2d-v5-s2")
+  assert "--paper-td3" not in parity.peer_command("sbx", "td3", "Walker2d-v5", 2, args)
+  rows = parity.summary_rows(args)
+  assert not any("| sac |" in row and "sbx-paper" in row for row in rows)
+  assert any(row.startswith("| td3 | Hopper-v5 | sbx-paper | 0/2 | pending") for row in rows)

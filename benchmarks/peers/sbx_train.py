@@ -39,15 +39,54 @@ VALUES = {
 NOISE_STD = {"td3": 0.1}  # Gaussian exploration noise, in units of the action half range
 
 
-def model_class(library: str, algo: str):
+def model_class(library: str, algo: str, paper_td3: bool = False):
   if library == "sbx":
     import sbx
+    if paper_td3:
+      if algo != "td3":
+        raise SystemExit("--paper-td3 changes sbx's TD3 only: give --algo td3")
+      return paper_td3_class()
     return getattr(sbx, algo.upper())
+  if paper_td3:
+    raise SystemExit("--paper-td3 changes sbx's TD3 (SB3's TD3 is the paper's already)")
   import stable_baselines3
   return getattr(stable_baselines3, algo.upper())
 
 
-def build(library: str, algo: str, env, seed: int, uniform_start: bool):
+def paper_td3_class():
+  """sbx's TD3 made the paper's (Fujimoto et al. 2018, Algorithm 1; also SB3's, CleanRL's and
+  batchrl's) in the two places where sbx 0.28 departs from it, so that a side-by-side run
+  can tell these choices from the rest of the implementation: the actor climbs the first
+  critic (sbx: the smaller of the two), and the targets move with the actor, on every
+  ``policy_delay``-th gradient step (sbx: on every step, before the actor's).
+
+  Only sbx's own step functions are wrapped: its training loop calls ``cls.soft_update``
+  after each critic step and ``cls.update_actor`` on the actor's steps."""
+  import jax
+  import sbx
+
+  tau = COMMON["tau"]
+
+  class PaperTD3(sbx.TD3):
+    @staticmethod
+    @jax.jit
+    def soft_update(tau_, qf_state, actor_state):
+      return qf_state, actor_state  # moved with the actor, below
+
+    @staticmethod
+    @jax.jit
+    def update_actor(actor_state, qf_state, observations, key):
+      both = qf_state.apply_fn
+      first = qf_state.replace(apply_fn=lambda *a, **k: both(*a, **k)[:1])  # [1, N, 1]
+      actor_state, _, loss, key = sbx.TD3.update_actor(actor_state, first, observations, key)
+      qf_state, actor_state = sbx.TD3.soft_update(tau, qf_state, actor_state)
+      return actor_state, qf_state, loss, key
+
+  return PaperTD3
+
+
+def build(library: str, algo: str, env, seed: int, uniform_start: bool,
+          paper_td3: bool = False):
   import numpy as np
   kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=[256, 256]))
   if algo in NOISE_STD:
@@ -55,8 +94,8 @@ def build(library: str, algo: str, env, seed: int, uniform_start: bool):
     n = env.action_space.shape[0]
     kwargs["action_noise"] = NormalActionNoise(np.zeros(n), NOISE_STD[algo] * np.ones(n))
   extra = {} if library == "sbx" else {"device": "cpu"}
-  model = model_class(library, algo)("MlpPolicy", env, seed=seed, verbose=0, **kwargs,
-                                     **extra)
+  model = model_class(library, algo, paper_td3)("MlpPolicy", env, seed=seed, verbose=0,
+                                                **kwargs, **extra)
   if not uniform_start:
     # SB3/sbx sample uniformly before learning_starts; batchrl acts with its untrained
     # policy there. Same as batchrl: the policy acts (with its noise) from the first step.
@@ -102,6 +141,9 @@ def main() -> None:
   p.add_argument("--save-dir", default=None, help="resumable: chunks saved here")
   p.add_argument("--uniform-start", action="store_true",
                  help="uniform random actions before learning starts (SB3's default)")
+  p.add_argument("--paper-td3", action="store_true",
+                 help="sbx's TD3 with the paper's actor objective (the first critic) and "
+                 "target steps (with the actor's): see paper_td3_class")
   args = p.parse_args()
   every = _common.eval_every(args)
 
@@ -115,6 +157,8 @@ def main() -> None:
   env, test_env = gym.make(args.env), Monitor(gym.make(args.env))
   test_env.reset(seed=args.seed + 10_000)
   run = {k: getattr(args, k) for k in ("library", "algo", "env", "seed", "uniform_start")}
+  if args.paper_td3:
+    run["paper_td3"] = True
   state = {"run": run, "evals": [], "train_s": 0.0, "eval_s": 0.0}
   saved = paths(args.save_dir) if args.save_dir else None
   if saved and os.path.exists(saved["state"]):
@@ -123,11 +167,12 @@ def main() -> None:
     if state.get("run") != run:
       raise SystemExit(f"{args.save_dir} holds another run ({state.get('run')}); this one is "
                        f"{run}: give another --save-dir")
-    model = model_class(args.library, args.algo).load(saved["model"], env=env)
+    model = model_class(args.library, args.algo, args.paper_td3).load(saved["model"], env=env)
     model.load_replay_buffer(saved["buffer"])
     model._sample_action_uniform = args.uniform_start
   else:
-    model = build(args.library, args.algo, env, args.seed, args.uniform_start)
+    model = build(args.library, args.algo, env, args.seed, args.uniform_start,
+                  args.paper_td3)
   setup_s = time.perf_counter() - setup_start
   if args.save_dir:
     os.makedirs(args.save_dir, exist_ok=True)
@@ -150,7 +195,7 @@ def main() -> None:
             "steps": int(model.num_timesteps), "setup_s": round(setup_s, 3),
             "train_s": round(state["train_s"], 3), "eval_s": round(state["eval_s"], 3),
             "eval_every": every, "eval_episodes": args.episodes,
-            "uniform_start": args.uniform_start,
+            "uniform_start": args.uniform_start, "paper_td3": args.paper_td3,
             "settings": dict(VALUES[args.algo], net_arch=[256, 256],
                              action_noise=NOISE_STD.get(args.algo))}
   result.update(_common.summarize([tuple(e) for e in state["evals"]], args.target))
