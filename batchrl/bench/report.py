@@ -6,9 +6,9 @@ Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At
 budget: the final score is the last evaluation at or before it, the best the highest up to
 it; a seed counts at a budget once its run has reached it. Beside them, the training return:
 the mean return of the training episodes that ended in the last tenth of the steps up to
-the budget (the figure CleanRL publishes, and steadier than a few greedy episodes). Wall time is the sum of a run's
-sittings (start-up, compilation and evaluations included; time stopped is not), steps/s its
-steps over that time.
+the budget (the figure CleanRL publishes, and steadier than a few greedy episodes). Wall
+time is the sum of a run's sittings (start-up, compilation and evaluations included; time
+stopped is not), steps/s its steps over that time.
 """
 from __future__ import annotations
 
