@@ -13,11 +13,11 @@ whose actor steps on every second gradient step; sbx and SB3 with the same value
 ``--learning-starts`` on, runs ``--warmup`` learning steps (compilation, caches), then
 ``--steps`` learning steps are timed: wall time / steps, and the process's CPU time / steps.
 
-- batchrl: ``batchrl train --config sac_mujoco``'s (``td3_mujoco``'s) host loop (``LocalTrainer``: the env
-  stepped in this process through a host callback inside the compiled chunk, called as the
-  CLI calls it: in compiled calls of about half a second), with ``first_update`` set to
-  ``--learning-starts``; the evaluation program compiling ahead is waited for before the
-  timing.
+- batchrl: ``batchrl train --config sac_mujoco``'s (``td3_mujoco``'s) host loop
+  (``LocalTrainer``: the env stepped in this process through a host callback inside the
+  compiled chunk, called as the CLI calls it: in compiled calls of about half a second),
+  with ``first_update`` set to ``--learning-starts``; the evaluation program compiling
+  ahead is waited for before the timing.
 - sbx (JAX) and, with ``--sb3``, SB3 (torch, 1 thread): ``model.learn`` over the same number
   of steps after a warm-up ``learn`` (``reset_num_timesteps=False``), in the peers' venv
   (``python benchmarks/peers/setup.py``) as a subprocess of this run
