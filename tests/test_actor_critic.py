@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, checkpoint
-from batchrl.agents.actor_critic.losses import deterministic_actor_loss, temperature_objective
+from batchrl.agents.actor_critic.losses import (deterministic_actor_loss, smallest_critic,
+                                                temperature_objective)
 from batchrl.agents.actor_critic.model import import_observations, sac_target_entropy
 from batchrl.agents.actor_critic.networks import (continuous_action_map, make_networks,
                                                   squashed_log_prob, squashed_sample)
@@ -150,6 +151,25 @@ def test_ddpg_actor_gradient_is_the_critic_action_gradient_through_the_actor():
     np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-7)
 
 
+def test_td3_actor_climbs_the_first_critic_or_with_actor_q_min_the_smaller_one():
+  """Critics ``Q_1 = 2a``, ``Q_2 = a + 1`` of the actor's action ``a = w * s``: the first
+  is the smaller where ``a < 1``. ``-mean Q`` and its gradient in ``w`` for each choice."""
+  nets = SimpleNamespace(actor=lambda w, obs: w * obs,
+                         critic=lambda c, obs, a: jnp.stack([2.0 * a, a + 1.0]))
+  obs, w = jnp.array([0.5, 2.0]), jnp.float32(1.0)  # actions 0.5 and 2.0
+  loss = lambda q_of: deterministic_actor_loss(  # noqa: E731
+      None, nets, w, None, obs, None, 0.0, q_of=q_of)[0]
+  np.testing.assert_allclose(deterministic_actor_loss(None, nets, w, None, obs, None, 0.0)[0],
+                             -(1.0 + 4.0) / 2)  # the default: Q_1
+  np.testing.assert_allclose(loss(smallest_critic), -(1.0 + 3.0) / 2)  # min(1, 1.5), min(4, 3)
+  # d/dw: Q_1 = 2ws for the first action, Q_2 = ws + 1 for the second
+  np.testing.assert_allclose(jax.grad(lambda w_: deterministic_actor_loss(
+      None, nets, w_, None, obs, None, 0.0, q_of=smallest_critic)[0])(w), -(2 * 0.5 + 2.0) / 2)
+  model = make_td3(TD3Config(**TINY, actor_q="min"))  # the option reaches the update
+  state, metrics = jax.jit(model.update)(filled_state(model))
+  assert np.isfinite(float(metrics["policy_q"]))
+
+
 # ---------------------------------------------------------------- soft target updates
 
 
@@ -191,6 +211,23 @@ def test_td3_moves_its_actor_and_targets_every_policy_delay_steps():
   assert learned == [0.0, 1.0, 0.0, 1.0]  # after policy_delay critic steps, as the paper
 
 
+def test_td3_with_targets_with_actor_false_moves_its_targets_on_every_step():
+  """sbx's choice: the targets follow on every gradient step, the actor still every second."""
+  model = make_td3(TD3Config(**dict(TINY, repeat_update=1), targets_with_actor=False))
+  state = filled_state(model)
+  update = jax.jit(model.update)
+  learned, rng = [], np.random.default_rng(1)
+  for _ in range(4):
+    state = store_random(model, state, rng)
+    previous = state.params
+    state, metrics = update(state)
+    learned.append(float(metrics["actor_learned"]))
+    for target, before in ((state.params.target_actor, previous.target_actor),
+                           (state.params.target_critic, previous.target_critic)):
+      assert any(not np.array_equal(a, b) for a, b in zip(leaves(target), leaves(before)))
+  assert learned == [0.0, 1.0, 0.0, 1.0]
+
+
 # ------------------------------------------------------------------------- bad input
 
 
@@ -214,7 +251,7 @@ def test_unbounded_actions_are_refused_asking_for_bounds(name):
 
 @pytest.mark.parametrize("name, key, value", [
     ("td3", "policy_delay", 0), ("sac", "target_entropy", "x"), ("ddpg", "repeat_update", 0),
-    ("sac", "repeat_update", 0), ("td3", "target_noise", -1.0)])
+    ("sac", "repeat_update", 0), ("td3", "target_noise", -1.0), ("td3", "actor_q", "max")])
 def test_a_bad_value_is_refused_naming_the_key(name, key, value):
   with pytest.raises(ConfigError, match=key):
     Agent.create(name, **PENDULUM_SPECS, **{key: value})

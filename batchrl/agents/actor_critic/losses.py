@@ -21,11 +21,22 @@ def critic_loss(q: jax.Array, target: jax.Array, weight: jax.Array, clip: float)
   return jnp.sum(jnp.mean(weight[None] * td_loss(error, clip), axis=-1)), error
 
 
-def deterministic_actor_loss(config, nets, actor_params, critic_params, obs, key, alpha):
-  """``-mean Q_1(s, mu(s))`` (DDPG's and TD3's actor loss): its gradient is the deterministic
-  policy gradient ``-mean dQ/da * dmu/dtheta`` (the first critic's, as in TD3)."""
+def first_critic(q: jax.Array) -> jax.Array:
+  """``Q [C, K] -> Q_1 [K]``: the critic DDPG's and (in the paper) TD3's actor climbs."""
+  return q[0]
+
+
+def smallest_critic(q: jax.Array) -> jax.Array:
+  """``Q [C, K] -> min_i Q_i [K]``: the one sbx's TD3 actor climbs."""
+  return jnp.min(q, axis=0)
+
+
+def deterministic_actor_loss(config, nets, actor_params, critic_params, obs, key, alpha,
+                             q_of=first_critic):
+  """``-mean Q(s, mu(s))`` (DDPG's and TD3's actor loss), ``Q = q_of(critics)``: its
+  gradient is the deterministic policy gradient ``-mean dQ/da * dmu/dtheta``."""
   del config, key, alpha
-  q = nets.critic(critic_params, obs, nets.actor(actor_params, obs))[0]
+  q = q_of(nets.critic(critic_params, obs, nets.actor(actor_params, obs)))
   return -jnp.mean(q), ({"policy_q": jnp.mean(q)}, None)
 
 

@@ -69,6 +69,7 @@ class Algorithm:
   actor_loss: Callable[..., Any]
   exploration: Exploration | None = None
   policy_delay: int = 1
+  targets_with_actor: bool = True  # False: the targets move on every step (TD3 as sbx)
   learns_alpha: bool = False
   discrete_actions: bool = False  # a Discrete action space is learned, not refused (SAC)
 
@@ -267,7 +268,7 @@ def gradient_step(config: ActorCriticConfig, algo: Algorithm, move_targets, stat
     log_alpha, alpha_state = _adam_step(alpha_opt, alpha_grad, alpha_state, log_alpha)
     metrics["entropy"] = -jnp.mean(log_prob)
 
-  move = move_targets & learn_actor
+  move = move_targets & learn_actor if algo.targets_with_actor else move_targets
   tau = config.update_target_weight
   moved = lambda new, old: jax.tree.map(  # noqa: E731
       lambda n, o: jnp.where(move, n, o), soft_update(old, new, tau), old)
