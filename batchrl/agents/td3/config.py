@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from batchrl.agents.actor_critic.config import (DeterministicActorConfig, check_actor_critic,
                                                 parse_exploration)
+from batchrl.agents.actor_critic.losses import first_critic, smallest_critic
 from batchrl.configclass import ConfigError, configclass, param
 
-ACTOR_Q = ("first", "min")  # the critic TD3's actor climbs: Q1, or the smaller of the two
+# actor_q: the critic TD3's actor climbs, Q1 or the smaller of the two
+ACTOR_Q = {"first": first_critic, "min": smallest_critic}
 
 
 @configclass

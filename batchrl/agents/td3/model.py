@@ -7,15 +7,11 @@ from __future__ import annotations
 import functools
 
 from batchrl.agents.actor_critic.config import parse_exploration
-from batchrl.agents.actor_critic.losses import (deterministic_actor_loss, first_critic,
-                                                smallest_critic)
+from batchrl.agents.actor_critic.losses import deterministic_actor_loss
 from batchrl.agents.actor_critic.model import Algorithm, make_actor_critic
 from batchrl.agents.core import Model
-from batchrl.agents.td3.config import TD3Config
+from batchrl.agents.td3.config import ACTOR_Q, TD3Config
 from batchrl.agents.td3.losses import td3_next_value
-
-# TD3Config.actor_q (one of td3.config.ACTOR_Q): the critic the actor climbs
-_ACTOR_Q = {"first": first_critic, "min": smallest_critic}
 
 
 def make_td3(config: TD3Config | None = None, name: str = "td3") -> Model:
@@ -25,6 +21,6 @@ def make_td3(config: TD3Config | None = None, name: str = "td3") -> Model:
     raise TypeError(f"make_td3 takes a TD3Config, got {type(config).__name__}.")
   return make_actor_critic(config, Algorithm(
       name, num_critics=2, stochastic=False, next_value=td3_next_value,
-      actor_loss=functools.partial(deterministic_actor_loss, q_of=_ACTOR_Q[config.actor_q]),
+      actor_loss=functools.partial(deterministic_actor_loss, q_of=ACTOR_Q[config.actor_q]),
       exploration=parse_exploration(config.exploration, "td3.exploration"),
       policy_delay=config.policy_delay, targets_with_actor=config.targets_with_actor))
