@@ -95,16 +95,22 @@ def test_a_preset_agent_acts_learns_saves_and_loads_the_same_values(tmp_path):
 
 @pytest.mark.slow
 def test_sac_pendulum_preset_learns_pendulum_through_act_and_observe(learning_seed):
-  """9k steps as the quick-start loop writes them (measured seed 0: the last five episodes
-  -124, -2, -124, -1 ... from about 7k steps on; -1100 to -1700 before learning)."""
+  """10k steps as the quick-start loop writes them; the median of the last ten episodes,
+  because a learned policy still fails a swing-up now and then (-1500, against -120 to
+  -400 when it holds the pendulum up; -1100 to -1700 everywhere before learning). The
+  environment is seeded: unseeded, its start states changed from run to run, and one CI run
+  drew two such failures among its last five episodes at 9k steps (mean -730, median -354),
+  which the mean of five this test used to take could not absorb. Seeded, seeds 0, 1, 2
+  give medians -241, -128, -239 here."""
   agent = Agent.create(preset="sac_pendulum", environment="Pendulum-v1", seed=learning_seed)
-  env = make("Pendulum-v1")
+  env = make("Pendulum-v1", seed=learning_seed)
   state, episode, returns = env.reset(), 0.0, []
-  for _ in range(9_000):
+  for _ in range(10_000):
     state, terminal, reward = env.execute(agent.act(state))
     agent.observe(reward=reward, terminal=terminal)
     episode += reward
     if terminal:
       returns.append(episode)
       state, episode = env.reset(), 0.0
-  assert np.mean(returns[-5:]) > -500, returns
+  assert len(returns) == 50
+  assert np.median(returns[-10:]) > -400, returns
