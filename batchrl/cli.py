@@ -16,8 +16,8 @@
                  [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
                  [--no-tensorboard]
     batchrl plot RUN... [--x steps|time] [--metric mean_score] [--out plot.png]
-    batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--report FILE.md]
-                  [--report-only] | --list
+    batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--only ITEMS]
+                  [--report FILE.md] [--report-only] | --list
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
                 [--load DIR] [--deterministic] [--log-every N] [--no-progress]
@@ -212,6 +212,9 @@ def _add_bench_parser(sub) -> None:
                      help="runs at once, each pinned to its share of the cores (default 1)")
   bench.add_argument("--seeds", type=int, metavar="S",
                      help="seeds 0 to S-1 of every entry (default: the suite's, 3 for most)")
+  bench.add_argument("--only", metavar="ITEMS", help="train only these entries: "
+                     "comma-separated configs, environments or CONFIG:ENV (e.g. td3_mujoco, "
+                     "sac_mujoco:Ant-v5); the report still covers every run that exists")
   bench.add_argument("--report", metavar="FILE.md", help="write the suite's table (scores, "
                      "wall times, published references, curves) to this Markdown file")
   bench.add_argument("--report-only", action="store_true", help="write --report from the "
@@ -455,11 +458,12 @@ def _bench(args) -> int:
   if args.report_only and not args.report:
     raise UserInputError("--report-only writes the table: give --report FILE.md too")
   suite = suites.suite(args.suite)
+  trained = suites.select(suite, args.only)
   seeds = suite.seeds if args.seeds is None else args.seeds
   result = {"failed": [], "stopped": False}
   if not args.report_only:
-    runs.plan(suite, seeds)  # bad configs or seeds fail before anything starts
-    result = runs.run_suite(suite, args.logdir, seeds=seeds, jobs=args.jobs)
+    runs.plan(trained, seeds)  # bad configs or seeds fail before anything starts
+    result = runs.run_suite(trained, args.logdir, seeds=seeds, jobs=args.jobs)
     log.info("bench %s: %d runs trained, %d finished earlier, %d failed%s", suite.name,
              len(result["ran"]), len(result["skipped"]), len(result["failed"]),
              "; stopped: the same command resumes" if result["stopped"] else "")

@@ -47,6 +47,31 @@ def test_entries_of_one_config_and_env_are_told_apart_by_their_label():
   assert names == ["K1-s0-sac_mujoco", "K8-s0-sac_mujoco"]
 
 
+def test_only_keeps_the_entries_named_by_config_environment_or_both_in_suite_order():
+  suite = suites.suite("mujoco-300k")
+  names = lambda only: [suites.entry_name(e) for e in suites.select(suite, only).entries]  # noqa: E731
+  assert names("sac_mujoco:Ant-v5, td3_mujoco") == [
+      "sac_mujoco:Ant-v5", "td3_mujoco:HalfCheetah-v5", "td3_mujoco:Hopper-v5",
+      "td3_mujoco:Walker2d-v5", "td3_mujoco:Ant-v5"]
+  assert names("Hopper-v5") == ["sac_mujoco:Hopper-v5", "td3_mujoco:Hopper-v5",
+                                "ppo_mujoco:Hopper-v5"]
+  assert suites.select(suite, None) is suite
+  labelled = Suite("k", "", tuple(Entry("sac_mujoco", env="Pendulum-v1", label=f"K{k}")
+                                  for k in (1, 8)))
+  assert [e.label for e in suites.select(labelled, "sac_mujoco:K8").entries] == ["K8"]
+
+
+@pytest.mark.parametrize("only, message", [
+    ("td3_mujoco:Pendulum-v1", "--only 'td3_mujoco:Pendulum-v1' names no entry of suite "
+     "'mujoco-300k'; its entries: sac_mujoco:HalfCheetah-v5,"),
+    (" , ", "--only names no entry: give CONFIG, ENV or CONFIG:ENV items"),
+])
+def test_only_naming_nothing_is_an_error_listing_the_entries(only, message):
+  with pytest.raises(ConfigError) as info:
+    suites.select(suites.suite("mujoco-300k"), only)
+  assert message in str(info.value)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: suites.suite("mujoco300k"), "unknown suite 'mujoco300k' (did you mean "
      "'mujoco-300k'?)"),
@@ -109,8 +134,11 @@ def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_p
   out = tmp_path / "smoke.md"
   argv = ["bench", "--suite", "smoke", "--logdir", str(logdir), "--seeds", "1", "--jobs",
           "2", "--report", str(out)]
-  assert cli.main(argv) == 0
   planned = runs.plan(suites.suite("smoke"), 1)
+  assert cli.main(argv[:-2] + ["--only", "cartpole_fused"]) == 0  # one entry, no report
+  assert [runs.read_state(logdir, r)["finished"] for r in planned] == [True, False]
+  assert not out.exists()
+  assert cli.main(argv) == 0  # trains the rest
   states = [runs.read_state(logdir, r) for r in planned]
   assert all(s["finished"] and len(s["sittings"]) == 1 for s in states)
   for r in planned:

@@ -168,6 +168,40 @@ def suite(name: str) -> Suite:
   return found
 
 
+def select(found: Suite, only: str | None) -> Suite:
+  """``found`` with only the entries ``only`` names: comma-separated items, each a config
+  (``td3_mujoco``), an environment (``Ant-v5``) or both (``sac_mujoco:Ant-v5``); None keeps
+  every entry. An item that names no entry is an error listing the suite's entries."""
+  if only is None:
+    return found
+  items = [item.strip() for item in only.split(",") if item.strip()]
+  if not items:
+    raise ConfigError("--only names no entry: give CONFIG, ENV or CONFIG:ENV items, "
+                      "comma-separated.")
+  kept = set()
+  for item in items:
+    matched = {entry for entry in found.entries if _names(entry, item)}
+    if not matched:
+      raise ConfigError(f"--only {item!r} names no entry of suite {found.name!r}; its "
+                        f"entries: {', '.join(entry_name(e) for e in found.entries)}.")
+    kept |= matched
+  return dataclasses.replace(found, entries=tuple(e for e in found.entries if e in kept))
+
+
+def entry_name(entry: Entry) -> str:
+  """``config:env`` (``config`` alone for an entry on its config's own environment)."""
+  where = entry.label or entry.env
+  return f"{entry.config}:{where}" if where else entry.config
+
+
+def _names(entry: Entry, item: str) -> bool:
+  config, _, env = item.partition(":")
+  wheres = {entry.env, entry.label} - {None}
+  if env:
+    return config == entry.config and env in wheres
+  return item == entry.config or item in wheres
+
+
 def table() -> str:
   """The suites, one line each: name, runs per seed, default seeds, what it is."""
   width = max(map(len, SUITES))
