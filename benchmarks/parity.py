@@ -7,7 +7,9 @@ values, the same budget and the same seeds, on MuJoCo v5 tasks. Resumable.
 Each run is a subprocess: batchrl's is ``batchrl train --config {algo}_mujoco`` with
 ``--set env=... steps=... eval_every=...`` (its own presets: the values SAC/TD3 papers,
 CleanRL and rl-zoo share), the peer's is ``benchmarks/peers/sbx_train.py`` in the peers'
-venv with the same values (see its docstring). Runs go under ``--results`` (default
+venv with the same values (see its docstring), starting as our preset does: uniform random
+actions until learning starts where the preset has ``start_steps`` (TD3), else the untrained
+policy from the first step (SAC). Runs go under ``--results`` (default
 ``benchmarks/results/parity``); a run killed mid-way continues from its last checkpoint
 (batchrl: exactly; the peer: from its last saved chunk) when the same command is given
 again, and finished runs are skipped, so the benchmark can run across several sittings.
@@ -35,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402
 
+from batchrl import configs  # noqa: E402
 from batchrl.files import write_atomic  # noqa: E402
 
 ALGOS = ("sac", "td3")
@@ -78,8 +81,16 @@ def ours_evals(run_dir: str) -> list[tuple[int, float]]:
   return [(int(r["step"]), float(r["mean_score"])) for r in rows if r.get("phase") == "eval"]
 
 
+def starts_uniform(algo: str) -> bool:
+  """Whether our preset acts uniformly before learning starts (``start_steps``, TD3's
+  25000, the peer's ``learning_starts``): the peer then does too, its own way; else the
+  peer's untrained policy acts from the first step, as ours."""
+  return configs.get(f"{algo}_mujoco").config.start_steps > 0
+
+
 def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
   runs, options, _ = VARIANTS.get(library, (library, [], ALGOS))
+  options = options + (["--uniform-start"] if starts_uniform(algo) else [])
   return [python_path(), PEER_SCRIPT, "--library", runs, *options, "--algo", algo, "--env",
           env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
           str(args.eval_every), "--episodes", str(args.episodes), "--save-dir",

@@ -276,6 +276,38 @@ def test_ddpg_ornstein_uhlenbeck_noise_is_kept_per_env_and_reset_at_episode_ends
   assert noise[0, 0] == 0 and noise[1, 0] == np.asarray(extras["noise"])[1, 0] != 0
 
 
+@pytest.mark.parametrize("make, config", [(make_td3, TD3Config), (make_sac, SACConfig),
+                                          (make_ddpg, DDPGConfig)])
+def test_the_first_start_steps_actions_are_uniform_within_the_bounds_then_the_actors(make,
+                                                                                     config):
+  """SB3's and CleanRL's learning_starts: uniform over [-2, 2] (mean 0, variance 4/3) while
+  fewer than ``start_steps`` steps are stored (2 per store here), the actor's after; a
+  deterministic action is always the actor's."""
+  model = make(config(**TINY, start_steps=6))
+  obs = np.zeros((2, 3), np.float32)
+  act = jax.jit(model.act, static_argnums=3)
+  keys = jax.random.split(jax.random.key(1), 2000)
+  draw = lambda state: np.concatenate([np.asarray(act(state, obs, k)[0]) for k in keys])  # noqa: E731
+  early, later = filled_state(model, steps=2), filled_state(model, steps=3)  # 4, 6 stored
+  uniform, actor = draw(early), draw(later)
+  assert np.all(np.abs(uniform) <= 2) and abs(uniform.mean()) < 0.1
+  assert abs(uniform.var() - 4 / 3) < 0.1 and np.mean(np.abs(uniform) > 1.5) > 0.2
+  assert actor.var() < 0.5  # the untrained actor plus its noise stays near its mean
+  greedy = lambda state: np.asarray(act(state, obs, keys[0], True)[0])  # noqa: E731
+  np.testing.assert_array_equal(greedy(early), greedy(later))
+  np.testing.assert_array_equal(act(later, obs, keys[0])[0],
+                                jax.jit(make(config(**TINY)).act, static_argnums=3)(
+                                    later, obs, keys[0])[0])
+
+
+@pytest.mark.parametrize("value, message", [
+    (-1, r"start_steps must be >= 0 \(0: the actor acts from the first step\), got -1"),
+    (2.5, "config field 'start_steps' of TD3Config expects int, got 2.5")])
+def test_start_steps_must_be_a_whole_number_of_steps(value, message):
+  with pytest.raises(ConfigError, match=message):
+    TD3Config(start_steps=value)
+
+
 def test_import_observations_stores_normalized_actions():
   """Env-unit torques (bounds +-2) are stored in [-1, 1], clipped; 5 observations make 4
   transitions, and each of the 2 envs' columns takes a consecutive pair."""

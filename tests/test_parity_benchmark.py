@@ -62,6 +62,9 @@ def test_the_paper_variant_of_sbx_runs_td3_only_with_its_option_in_its_own_folde
   assert cmd[cmd.index("--library") + 1] == "sbx" and "--paper-td3" in cmd
   assert cmd[-1].endswith("sbx-paper-td3-Walker2d-v5-s2")
   assert "--paper-td3" not in parity.peer_command("sbx", "td3", "Walker2d-v5", 2, args)
+  # the peer starts as our preset does: TD3 uniformly for 25k steps, SAC with its policy
+  assert "--uniform-start" in cmd and "--uniform-start" not in parity.peer_command(
+      "sbx", "sac", "Walker2d-v5", 2, args)
   rows = parity.summary_rows(args)
   assert not any("| sac |" in row and "sbx-paper" in row for row in rows)
   assert any(row.startswith("| td3 | Hopper-v5 | sbx-paper | 0/2 | pending") for row in rows)

@@ -194,6 +194,20 @@ def test_masked_actions_are_never_sampled_nor_chosen():
   assert all(np.isfinite(float(v)) for v in metrics.values())
 
 
+def test_start_steps_draw_uniformly_among_the_allowed_actions():
+  model = make_sac(SACConfig(**dict(TINY, memory_capacity=4000), start_steps=10**6,
+                             network='[{"type": "dense", "size": 8}]'))
+  rng = np.random.default_rng(0)
+  mask = np.ones((2000, 3), bool)
+  mask[::2, 1] = False  # even rows: actions 0 and 2 allowed; odd rows: all three
+  obs = {"position": rng.uniform(-1, 1, (2000, 3)).astype(np.float32), "action_mask": mask}
+  state = model.init(jax.random.key(0), EnvSpec(MASKED_OBS, THREE, 2000))
+  drawn = np.asarray(model.act(state, obs, jax.random.key(4))[0])
+  assert mask[np.arange(2000), drawn].all()
+  assert np.allclose(np.bincount(drawn[::2], minlength=3) / 1000, [0.5, 0, 0.5], atol=0.06)
+  assert np.allclose(np.bincount(drawn[1::2], minlength=3) / 1000, [1 / 3] * 3, atol=0.06)
+
+
 def test_import_observations_stores_action_indices():
   space = gym.spaces.Discrete(3, start=1)
   state = make_sac(SACConfig(**TINY)).init(jax.random.key(0), EnvSpec(OBS, space, 2))

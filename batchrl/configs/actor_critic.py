@@ -197,15 +197,14 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   1M steps of 1 env, one gradient step per env step from 25k steps on, a greedy evaluation
   episode every 50k steps.
 
-  Published (CleanRL's TD3 on v4 at 1M): HalfCheetah about 9000-10000. One difference
-  remains: before learning starts they act uniformly at random, where this acts with the
-  untrained actor plus its exploration noise (the same holds for ``sac_mujoco``, whose
-  untrained policy is near uniform already). Not yet run to 1M here. Learning on 2 idle
-  CPU cores: 6.1 ms per step (``benchmarks/sac_step.py --algo td3``; the actor learns on
-  every second gradient step), so 1M steps take about 1.7 h; a checkpoint holds the 1M
-  memory in its newest copy only (162 MB on HalfCheetah). Side by side with sbx at 100k
-  steps (seed 0, greedy best): Hopper-v5 742 against 172, Walker2d-v5 354 against 672
-  (docs/benchmarks.md)."""
+  Published (CleanRL's TD3 on v4 at 1M): HalfCheetah about 9000-10000. Like them, it acts
+  uniformly at random until learning starts (``start_steps``; before 2026-11-29 the
+  untrained actor plus its noise acted there, as in the side-by-side figures below). Not yet
+  run to 1M here. Learning on 2 idle CPU cores: 6.1 ms per step (``benchmarks/sac_step.py
+  --algo td3``; the actor learns on every second gradient step), so 1M steps take about
+  1.7 h; a checkpoint holds the 1M memory in its newest copy only (162 MB on HalfCheetah).
+  Side by side with sbx at 100k steps (seed 0, greedy best): Hopper-v5 742 against 172,
+  Walker2d-v5 354 against 672 (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 

@@ -11,8 +11,9 @@ side-by-side run differs in the implementation only: 2x256 ReLU MLPs, Adam 3e-4,
 gamma 0.99, tau 0.005, a 1M memory, one gradient step per env step from ``learning_starts``
 on (SAC 5000, TD3 25000); SAC's temperature learned from 1.0 toward -|A|; TD3's Gaussian
 exploration noise 0.1, target noise 0.2 clipped at 0.5, an actor step every 2 gradient
-steps. Before learning starts both act with their untrained policy (SB3's
-``learning_starts`` samples uniformly instead: see ``--uniform-start``).
+steps. Before learning starts the untrained policy acts, as batchrl's ``sac_mujoco``;
+``--uniform-start`` keeps SB3's own uniform random actions there instead, as
+``td3_mujoco``'s ``start_steps`` (``benchmarks/parity.py`` passes it for TD3).
 
 With ``--save-dir`` the run trains in chunks of ``--eval-every`` steps and saves the model,
 the replay buffer and the evaluations after each, so a killed run continues from its last

@@ -26,6 +26,12 @@ class ActorCriticConfig(ReplayConfig):
                                 "stores num_envs transitions.")
   first_update: int = param(1_000, "Environment steps stored before the first update.")
   repeat_update: int = param(1, "Gradient steps per update (each on a fresh batch).")
+  start_steps: int = param(0, "Environment steps (summed over envs) whose actions are drawn "
+                           "uniformly within the action bounds (uniformly among the allowed "
+                           "ones for a Discrete action) instead of from the actor: what "
+                           "SB3's and CleanRL's learning_starts do and Spinning Up's "
+                           "start_steps; deterministic actions never are. 0: the actor "
+                           "(with its exploration) acts from the first step.")
   target_update_frequency: int = param(1, "Environment steps between updates whose learning "
                                        "steps move the targets (1: every update).")
   update_target_weight: float = param(0.005, "tau: target <- tau * online + (1 - tau) * "
@@ -76,6 +82,9 @@ class DeterministicActorConfig(ActorCriticConfig):
 def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   """The shared fields; errors name them as ``<prefix>.<field>``."""
   check_replay(c, prefix)  # repeat_update >= 1 among them
+  if c.start_steps < 0:
+    raise ConfigError(f"{prefix}.start_steps must be >= 0 (0: the actor acts from the first "
+                      f"step), got {c.start_steps!r}.")
   if not c.critic_learning_rate > 0:
     raise ConfigError(f"{prefix}.critic_learning_rate must be > 0, got "
                       f"{c.critic_learning_rate!r}.")

@@ -8,6 +8,7 @@ Shapes: ``B`` envs, ``K`` batch size, ``A`` action size (normalized units in ``[
           TD3; Ornstein-Uhlenbeck noise state goes out in ``extras["noise"]``), or a sample
           of the squashed Gaussian (SAC; its mean when deterministic), or of the categorical
           policy (SAC on a Discrete action; its most likely allowed action when
+          deterministic); for the first ``start_steps`` steps a uniform draw instead (unless
           deterministic) -> the env's units
   store   the ``[B]`` transition as one memory row (action normalized, or its index); count
           steps
@@ -188,8 +189,22 @@ def act(config: ActorCriticConfig, algo: Algorithm, state: ACState, obs, key: ja
   else:
     noise, action = exploration.apply(state.noise, key, out, state.num_steps, kind="float",
                                       low=-1.0, high=1.0)
+  if config.start_steps and not deterministic:  # a Python check: 0 leaves the program as is
+    action = jnp.where(state.num_steps < config.start_steps,
+                       uniform_action(jax.random.fold_in(key, 1), out, nets.discrete), action)
   extras = {"noise": noise} if exploration is not None and exploration.is_ou else {}
   return nets.actions.to_env(action), extras
+
+
+def uniform_action(key: jax.Array, out, discrete: bool) -> jax.Array:
+  """An action drawn uniformly, shaped as the actor's: in ``[-1, 1]`` per element (the
+  bounds, normalized), or among the allowed actions of masked ``logits`` (a Discrete
+  action: the masked ones sit at the lowest float)."""
+  if discrete:
+    lowest = jnp.finfo(out.dtype).min
+    return Categorical(jnp.where(out == lowest, lowest, 0.0)).sample(key)
+  mean = out[0] if isinstance(out, tuple) else out  # SAC's actor: (mean, log_std)
+  return jax.random.uniform(key, mean.shape, mean.dtype, -1.0, 1.0)
 
 
 def store(config: ActorCriticConfig, algo: Algorithm, state: ACState,
