@@ -23,8 +23,9 @@ def mujoco_td3(**changes) -> TD3Config:
   values = dict(learning_rate=3e-4, critic_learning_rate=3e-4, batch_size=256,
                 discount=0.99, update_target_weight=0.005, memory_capacity=1_000_000,
                 first_update=25_000, start_steps=25_000, update_frequency=1,
-                repeat_update=1, target_update_frequency=1, exploration='{"type": "gaussian", "sigma": 0.1}',
-                target_noise=0.2, target_noise_clip=0.5, policy_delay=2,
-                actor_layers=(256, 256), critic_layers=(256, 256))
+                repeat_update=1, target_update_frequency=1,
+                exploration='{"type": "gaussian", "sigma": 0.1}', target_noise=0.2,
+                target_noise_clip=0.5, policy_delay=2, actor_layers=(256, 256),
+                critic_layers=(256, 256))
   values.update(changes)
   return TD3Config(**values)
