@@ -203,8 +203,9 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   run to 1M here. Learning on 2 idle CPU cores: 6.1 ms per step (``benchmarks/sac_step.py
   --algo td3``; the actor learns on every second gradient step), so 1M steps take about
   1.7 h; a checkpoint holds the 1M memory in its newest copy only (162 MB on HalfCheetah).
-  Side by side with sbx at 100k steps (seed 0, greedy best): Hopper-v5 742 against 172,
-  Walker2d-v5 354 against 672 (docs/benchmarks.md)."""
+  Side by side with sbx at 100k steps (seed 0, greedy best), the old start on both sides:
+  Hopper-v5 742 against 172, Walker2d-v5 354 against 672; the published start on both
+  sides: Walker2d-v5 549 against 462 (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
