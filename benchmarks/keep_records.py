@@ -6,9 +6,10 @@ files, so the table can be written again from a fresh clone.
     python benchmarks/keep_records.py benchmarks/results/mujoco-300k
     python benchmarks/keep_records.py benchmarks/results/parity
 
-A bench suite's directory keeps each run's ``metrics.jsonl`` and ``config.yaml`` and its
-sittings (``state/*.json``, less the process that was training it), which is all
-``batchrl bench --report-only`` reads::
+A bench suite's directory keeps each finished run's ``metrics.jsonl`` and ``config.yaml``
+and its sittings (``state/*.json``, less the process that was training it), which is all
+``batchrl bench --report-only`` reads. A run not yet finished is left out (its checkpoint
+stays behind, so its records could not be resumed from; ``--unfinished`` keeps them too)::
 
     batchrl bench --suite mujoco-300k --logdir benchmarks/records/mujoco-300k --seeds 1 \\
         --report table.md --report-only
@@ -30,10 +31,11 @@ HERE = Path(__file__).resolve().parent
 RUN_FILES = ("metrics.jsonl", "config.yaml")
 
 
-def keep(source: Path, into: Path) -> list[Path]:
-  """Copies ``source``'s records into ``into``; returns the files written."""
+def keep(source: Path, into: Path, *, unfinished: bool = False) -> list[Path]:
+  """Copies ``source``'s records into ``into``; returns the files written. A bench suite's
+  runs that have not finished are left out unless ``unfinished``."""
   if (source / "runs").is_dir():
-    return _keep_suite(source, into)
+    return _keep_suite(source, into, unfinished)
   results = sorted(source.glob("*.json"))
   if not results:
     raise SystemExit(f"{source} holds neither a bench suite (runs/) nor parity results "
@@ -42,18 +44,21 @@ def keep(source: Path, into: Path) -> list[Path]:
   return [Path(shutil.copyfile(path, into / path.name)) for path in results]
 
 
-def _keep_suite(source: Path, into: Path) -> list[Path]:
+def _keep_suite(source: Path, into: Path, unfinished: bool) -> list[Path]:
+  states = {path.stem: json.loads(path.read_text())
+            for path in sorted((source / "state").glob("*.json"))}
+  kept = {name for name, state in states.items() if unfinished or state.get("finished")}
   written = []
-  for run in sorted(p for p in (source / "runs").iterdir() if p.is_dir()):
+  for run in sorted(p for p in (source / "runs").iterdir() if p.is_dir() and p.name in kept):
     for name in RUN_FILES:
       if (run / name).is_file():
         (into / "runs" / run.name).mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(run / name, into / "runs" / run.name / name)))
-  for path in sorted((source / "state").glob("*.json")):
-    state = json.loads(path.read_text())
+  for name in sorted(kept):
+    state = dict(states[name])
     state.pop("running", None)  # a process of this machine: meaningless elsewhere
     (into / "state").mkdir(parents=True, exist_ok=True)
-    target = into / "state" / path.name
+    target = into / "state" / f"{name}.json"
     target.write_text(json.dumps(state, indent=1))
     written.append(target)
   return written
@@ -63,9 +68,11 @@ def main(argv: list[str] | None = None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("source", type=Path, help="a bench --logdir or a parity --results folder")
   p.add_argument("--into", type=Path, help="default: benchmarks/records/<source's name>")
+  p.add_argument("--unfinished", action="store_true",
+                 help="keep the records of a suite's unfinished runs too")
   args = p.parse_args(argv)
   into = args.into or HERE / "records" / args.source.resolve().name
-  written = keep(args.source, into)
+  written = keep(args.source, into, unfinished=args.unfinished)
   print(f"kept {len(written)} files in {os.path.relpath(into)}")
   return 0
 

@@ -51,6 +51,18 @@ def test_a_suite_is_kept_without_checkpoints_and_reports_the_same(tmp_path):
   assert report.rows(SUITE, kept, 1)[0]["final"] == [200.0]
 
 
+def test_a_suite_run_not_yet_finished_is_left_out_unless_asked(tmp_path):
+  source = tmp_path / "results" / "two"
+  fake_suite(source)
+  cut = runs.state_path(source, runs.plan(SUITE, 1)[1])
+  cut.write_text(json.dumps(dict(json.loads(cut.read_text()), finished=False)))
+  written = keep_records.keep(source, tmp_path / "kept")
+  assert sorted(p.parent.name if p.parent.name != "state" else p.stem for p in written) == [
+      "CartPole-v1-s0-cartpole_fused"] * 3
+  written = keep_records.keep(source, tmp_path / "all", unfinished=True)
+  assert len(written) == 6
+
+
 def test_parity_results_are_kept_and_other_folders_refused(tmp_path):
   source = tmp_path / "parity"
   source.mkdir()
