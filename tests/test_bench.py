@@ -96,6 +96,17 @@ def test_scores_at_a_budget_are_the_last_and_best_evaluation_up_to_it():
   assert report.at_budget([], 10) is None
 
 
+def test_a_budget_is_read_at_the_end_of_the_training_phase_that_reached_it():
+  # a PPO run of 2048-step updates, 20480-step phases, evaluating every 100k steps
+  phases = [(20480 * k, 1.0, 10.0 * k) for k in range(1, 16)]
+  assert report.reading_step(phases, 100_000) == 102_400
+  assert report.reading_step(phases, 102_400) == 102_400
+  assert report.reading_step(phases, 400_000) == 400_000  # not reached yet: the budget
+  evals = [(102_400, 800.0), (204_800, 1150.0), (307_200, 1270.0)]
+  assert report.at_budget(evals, report.reading_step(phases, 300_000)) == (1270.0, 1270.0)
+  assert report.at_budget(evals, report.reading_step(phases, 100_000)) == (800.0, 800.0)
+
+
 def test_the_training_return_is_the_episode_weighted_mean_over_the_last_tenth():
   nan = float("nan")  # a report in which no episode ended
   reports = [(50, 2.0, 10.0), (90, 1.0, 40.0), (95, 3.0, 20.0), (100, 1.0, 100.0),

@@ -3,8 +3,10 @@ machine, versions and date it ran on, the command of every row, published refere
 a learning-curve image per entry.
 
 Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At each
-budget: the final score is the last evaluation at or before it, the best the highest up to
-it; a seed counts at a budget once its run has reached it. Beside them, the training return:
+budget: the final score is the last evaluation up to the end of the training phase that
+reached it (runs evaluate at the ends of their training phases, so a PPO run of 2048-step
+updates reads its 100k score at 102,400 steps, its 1M score at 1,001,472), the best the
+highest up to there; a seed counts at a budget once its run has reached it. Beside them, the training return:
 the mean return of the training episodes that ended in the last tenth of the steps up to
 the budget (the figure CleanRL publishes, and steadier than a few greedy episodes). Wall
 time is the sum of a run's sittings (start-up, compilation and evaluations included; time
@@ -53,6 +55,13 @@ def at_budget(evals: list[tuple[int, float]], budget: int) -> tuple[float, float
   if not upto:
     return None
   return upto[-1], max(upto)
+
+
+def reading_step(reports: list[tuple[int, float, float]], budget: int) -> int:
+  """The step where a run's scores at ``budget`` are read: the end of its training phase
+  that reached ``budget`` (the first training report at or past it), ``budget`` itself
+  when no report got there yet."""
+  return min((step for step, _, _ in reports if step >= budget), default=budget)
 
 
 # the share of the steps up to a budget whose training episodes make its training return
@@ -111,13 +120,15 @@ def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
     walls = [wall_seconds(states[r.seed]) for r in finished]
     budgets = [b for b in suite.budgets if b < first.steps] + [first.steps]
     for budget in budgets:
-      scores = [s for s in (at_budget(evals[r.seed], budget) for r in mine) if s is not None]
+      ends = {r.seed: reading_step(trained[r.seed], budget) for r in mine}
+      scores = [s for s in (at_budget(evals[r.seed], ends[r.seed]) for r in mine)
+                if s is not None]
       out.append({
           "config": entry.config + (f" ({entry.label})" if entry.label else ""),
           "agent": agent, "env": first.env, "budget": budget,
           "end": budget == first.steps, "seeds": len(scores), "planned": len(mine),
           "final": [f for f, _ in scores], "best": [b for _, b in scores],
-          "train": [t for t in (train_return_at(trained[r.seed], budget) for r in mine)
+          "train": [t for t in (train_return_at(trained[r.seed], ends[r.seed]) for r in mine)
                     if t is not None],
           "wall_s": walls if budget == first.steps else [],
           "steps_per_s": ([first.steps / w for w in walls if w > 0]
@@ -267,8 +278,10 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
       f"- Machine: {machine()}",
       f"- Versions: {versions()}",
       f"- Seeds planned: {seeds}; runs in {Path(logdir).resolve()}", "",
-      "Scores are greedy evaluations: final = the last at or before the steps shown, best = "
-      "the highest up to them, mean ± standard deviation over the seeds that got there. "
+      "Scores are greedy evaluations: final = the last one up to the end of the training "
+      "phase that reached the steps shown (a run evaluates at the ends of its phases: a "
+      "PPO run of 2048-step updates at 102,400 steps for 100k), best = the highest up to "
+      "there, mean ± standard deviation over the seeds that got there. "
       "Train return = the mean return of the training episodes (exploring) that ended in "
       "the last tenth of those steps, the measure CleanRL publishes. Wall "
       "time is a whole run (start-up, compilation and evaluations included). Published "

@@ -4,7 +4,8 @@ with the published figures a reader compares them with.
 A suite entry is one ``batchrl train`` command without its seed: a named config, the
 environment it runs on (``--set env=...``), its budget (``--set steps=...``) and any other
 ``--set`` it needs. Scores are read at the suite's ``budgets`` (and at each entry's end):
-the last greedy evaluation at or before the budget and the best one up to it.
+the last greedy evaluation up to the end of the training phase that reached the budget
+and the best one up to there (``report.reading_step``).
 
 References are published results with their settings named (library, environment version,
 seeds, budget); they are other code on other machines, so they say what a score should
