@@ -8,8 +8,8 @@ files, so the table can be written again from a fresh clone.
 
 A bench suite's directory keeps each finished run's ``metrics.jsonl`` and ``config.yaml``
 and its sittings (``state/*.json``, less the process that was training it), which is all
-``batchrl bench --report-only`` reads. A run not yet finished is left out (its checkpoint
-stays behind, so its records could not be resumed from; ``--unfinished`` keeps them too)::
+``batchrl bench --report-only`` reads. A run not yet finished is left out: its checkpoint
+is not kept, so its records could never be completed (``--unfinished`` keeps them too)::
 
     batchrl bench --suite mujoco-300k --logdir benchmarks/records/mujoco-300k --seeds 1 \\
         --report table.md --report-only

@@ -6,10 +6,10 @@ Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At
 budget: the final score is the last evaluation up to the end of the training phase that
 reached it (runs evaluate at the ends of their training phases, so a PPO run of 2048-step
 updates reads its 100k score at 102,400 steps, its 1M score at 1,001,472), the best the
-highest up to there; a seed counts at a budget once its run has reached it. Beside them, the training return:
-the mean return of the training episodes that ended in the last tenth of the steps up to
-the budget (the figure CleanRL publishes, and steadier than a few greedy episodes). Wall
-time is the sum of a run's sittings (start-up, compilation and evaluations included; time
+highest up to there; a seed counts at a budget once its run has reached it. Beside them,
+the training return: the mean return of the training episodes that ended in the last tenth
+of the steps up to the budget (the figure CleanRL publishes, and steadier than a few greedy
+episodes). Wall time is the sum of a run's sittings (start-up, compilation and evaluations included; time
 stopped is not), steps/s its steps over that time.
 """
 from __future__ import annotations
