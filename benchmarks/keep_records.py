@@ -45,20 +45,19 @@ def keep(source: Path, into: Path, *, unfinished: bool = False) -> list[Path]:
 
 
 def _keep_suite(source: Path, into: Path, unfinished: bool) -> list[Path]:
-  states = {path.stem: json.loads(path.read_text())
-            for path in sorted((source / "state").glob("*.json"))}
-  kept = {name for name, state in states.items() if unfinished or state.get("finished")}
   written = []
-  for run in sorted(p for p in (source / "runs").iterdir() if p.is_dir() and p.name in kept):
+  for path in sorted((source / "state").glob("*.json")):
+    state = json.loads(path.read_text())
+    if not (unfinished or state.get("finished")):
+      continue
+    run = source / "runs" / path.stem
     for name in RUN_FILES:
       if (run / name).is_file():
         (into / "runs" / run.name).mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(run / name, into / "runs" / run.name / name)))
-  for name in sorted(kept):
-    state = dict(states[name])
     state.pop("running", None)  # a process of this machine: meaningless elsewhere
     (into / "state").mkdir(parents=True, exist_ok=True)
-    target = into / "state" / f"{name}.json"
+    target = into / "state" / path.name
     target.write_text(json.dumps(state, indent=1))
     written.append(target)
   return written

@@ -4,13 +4,14 @@ a learning-curve image per entry.
 
 Scores are greedy evaluations (``mean_score`` of the runs' ``eval`` records). At each
 budget: the final score is the last evaluation up to the end of the training phase that
-reached it (runs evaluate at the ends of their training phases, so a PPO run of 2048-step
-updates reads its 100k score at 102,400 steps, its 1M score at 1,001,472), the best the
-highest up to there; a seed counts at a budget once its run has reached it. Beside them,
-the training return: the mean return of the training episodes that ended in the last tenth
-of the steps up to the budget (the figure CleanRL publishes, and steadier than a few greedy
-episodes). Wall time is the sum of a run's sittings (start-up, compilation and evaluations included; time
-stopped is not), steps/s its steps over that time.
+reached it (runs evaluate at the ends of their training phases, so ``ppo_mujoco``, in
+phases of 20,480 steps, reads its 100k score at 102,400 steps and its 1M score at
+1,001,472), the best the highest up to there; a seed counts at a budget once its run has
+reached it. Beside them, the training return: the mean return of the training episodes
+that ended in the last tenth of the steps up to the budget (the figure CleanRL publishes,
+and steadier than a few greedy episodes). Wall time is the sum of a run's sittings
+(start-up, compilation and evaluations included; time stopped is not), steps/s its steps
+over that time.
 """
 from __future__ import annotations
 
@@ -279,8 +280,9 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
       f"- Versions: {versions()}",
       f"- Seeds planned: {seeds}; runs in {Path(logdir).resolve()}", "",
       "Scores are greedy evaluations: final = the last one up to the end of the training "
-      "phase that reached the steps shown (a run evaluates at the ends of its phases: a "
-      "PPO run of 2048-step updates at 102,400 steps for 100k), best = the highest up to "
+      "phase that reached the steps shown (a run evaluates at the ends of its phases: "
+      "ppo_mujoco, in phases of 20,480 steps, at 102,400 steps for 100k), best = the "
+      "highest up to "
       "there, mean ± standard deviation over the seeds that got there. "
       "Train return = the mean return of the training episodes (exploring) that ended in "
       "the last tenth of those steps, the measure CleanRL publishes. Wall "
