@@ -205,8 +205,8 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   1.7 h; a checkpoint holds the 1M memory in its newest copy only (162 MB on HalfCheetah).
   Side by side with sbx at 100k steps (seed 0, greedy best), the old start on both sides:
   Hopper-v5 742 against 172, Walker2d-v5 354 against 672; the published start on both
-  sides: Walker2d-v5 470 against 482 as the mean best of seeds 0-2 (0.97x), Hopper-v5
-  seed 0 424 against 918 (docs/benchmarks.md)."""
+  sides, mean best of seeds 0-2: Walker2d-v5 470 against 482 (0.97x), Hopper-v5 391 against
+  540 (0.72x; sbx's seed 0 alone left the forward dive, reaching 918) (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
