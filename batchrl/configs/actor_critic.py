@@ -188,8 +188,9 @@ def sac_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   learning, about 150 on 2 idle cores (6.8 ms per step, ``benchmarks/sac_step.py``), so 1M
   steps take about 2 h there. A checkpoint holds the 1M memory in its newest copy only
   (162 MB on HalfCheetah), the older ones the networks (3.4 MB). Side by side with sbx at
-  100k steps (greedy best, docs/benchmarks.md): HalfCheetah-v5 seed 0 4429 against 4478,
-  mean of seeds 0-2 Hopper-v5 1225 against 563, Walker2d-v5 945 against 661."""
+  100k steps (greedy best, docs/benchmarks.md), seed 0: HalfCheetah-v5 4429 against 4478,
+  Ant-v5 944 against 677; mean of seeds 0-2 Hopper-v5 1225 against 563, Walker2d-v5 945
+  against 661."""
   return Experiment("sac_mujoco", _mujoco(env, steps), mujoco_sac(), agent="sac")
 
 
