@@ -282,12 +282,11 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
       "Scores are greedy evaluations: final = the last one up to the end of the training "
       "phase that reached the steps shown (a run evaluates at the ends of its phases: "
       "ppo_mujoco, in phases of 20,480 steps, at 102,400 steps for 100k), best = the "
-      "highest up to "
-      "there, mean ± standard deviation over the seeds that got there. "
+      "highest up to there, mean ± standard deviation over the seeds that got there. "
       "Train return = the mean return of the training episodes (exploring) that ended in "
-      "the last tenth of those steps, the measure CleanRL publishes. Wall "
-      "time is a whole run (start-up, compilation and evaluations included). Published "
-      "figures are other code on other machines, with their settings named; the command "
-      "trains one seed of the row (S = 0, 1, ...).", "",
+      "the last tenth of those steps, the measure CleanRL publishes. Wall time is a whole "
+      "run (start-up, compilation and evaluations included). Published figures are other "
+      "code on other machines, with their settings named; the command trains one seed of "
+      "the row (S = 0, 1, ...).", "",
       table(rows_), "", *curve_lines, ""])
   return write_atomic(out, text)
