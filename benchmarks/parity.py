@@ -18,7 +18,9 @@ everywhere before it has three anywhere.
 
 ``--libraries batchrl sbx sbx-paper``: also sbx's TD3 with the paper's actor objective and
 target steps where sbx departs from them (``benchmarks/peers/sbx_train.py --paper-td3``), to
-tell those two choices from the rest of the implementations (TD3 only).
+tell those two choices from the rest of the implementations (TD3 only). ``batchrl-sbx`` is
+the mirror image: our TD3 with sbx's two choices (``--set actor_q=min --set
+targets_with_actor=false``), its runs in ``batchrl/sbx-td3-...``.
 
 The table: best and final greedy evaluation (mean of ``--episodes`` episodes) per run, the
 mean over finished seeds, and batchrl's mean as a ratio of the peer's. Evaluations happen
@@ -43,31 +45,43 @@ from batchrl.files import write_atomic  # noqa: E402
 ALGOS = ("sac", "td3")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
-LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper")
-# a peer variant: (the library it runs, its options, the algorithms it applies to)
-VARIANTS = {"sbx-paper": ("sbx", ["--paper-td3"], ("td3",))}
+LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx")
+# a variant: (the library it runs, its options, the algorithms it applies to); a peer's
+# options go to sbx_train.py, ours are ``--set`` overrides of the preset
+VARIANTS = {"sbx-paper": ("sbx", ["--paper-td3"], ("td3",)),
+            "batchrl-sbx": ("batchrl", ["actor_q=min", "targets_with_actor=false"], ("td3",))}
 
 
 def run_name(library: str, algo: str, env: str, seed: int) -> str:
   return f"{library}-{algo}-{env}-s{seed}"
 
 
-def ours_command(algo: str, env: str, seed: int, args) -> list[str]:
-  """``batchrl train`` with the named preset; the same timestamp resumes the run."""
+def runs(library: str) -> str:
+  """The library a name (or a variant's name) runs: batchrl, sbx or sb3."""
+  return VARIANTS.get(library, (library,))[0]
+
+
+def ours_stamp(library: str, algo: str, env: str, seed: int) -> str:
+  return run_name(library, algo, env, seed).removeprefix("batchrl-")
+
+
+def ours_command(algo: str, env: str, seed: int, args, library: str = "batchrl") -> list[str]:
+  """``batchrl train`` with the named preset (and a variant's overrides); the same
+  timestamp resumes the run."""
   sets = dict(env=env, steps=args.steps, eval_every=args.eval_every,
               eval_episodes=args.episodes, eval_steps=args.episodes * 1000,
               checkpoint_every=args.eval_every, keep_checkpoints=1)
   cmd = [sys.executable, "-m", "batchrl", "train", "--config", f"{algo}_mujoco",
          "--logdir", os.path.join(args.results, "batchrl"),
-         "--timestamp", run_name("batchrl", algo, env, seed).removeprefix("batchrl-"),
-         "--seed", str(seed)]
-  for key, value in sets.items():
-    cmd += ["--set", f"{key}={value}"]
+         "--timestamp", ours_stamp(library, algo, env, seed), "--seed", str(seed)]
+  overrides = [f"{key}={value}" for key, value in sets.items()]
+  for override in overrides + VARIANTS.get(library, (None, []))[1]:
+    cmd += ["--set", override]
   return cmd
 
 
-def ours_dir(algo: str, env: str, seed: int, args) -> str:
-  stamp = run_name("batchrl", algo, env, seed).removeprefix("batchrl-")
+def ours_dir(algo: str, env: str, seed: int, args, library: str = "batchrl") -> str:
+  stamp = ours_stamp(library, algo, env, seed)
   return os.path.join(args.results, "batchrl", f"{stamp}-{algo}_mujoco")
 
 
@@ -89,9 +103,9 @@ def starts_uniform(algo: str) -> bool:
 
 
 def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
-  runs, options, _ = VARIANTS.get(library, (library, [], ALGOS))
+  _, options, _ = VARIANTS.get(library, (library, [], ALGOS))
   options = options + (["--uniform-start"] if starts_uniform(algo) else [])
-  return [python_path(), PEER_SCRIPT, "--library", runs, *options, "--algo", algo, "--env",
+  return [python_path(), PEER_SCRIPT, "--library", runs(library), *options, "--algo", algo, "--env",
           env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
           str(args.eval_every), "--episodes", str(args.episodes), "--save-dir",
           os.path.join(args.results, run_name(library, algo, env, seed))]
@@ -117,16 +131,16 @@ def write_result(path: str, result: dict) -> None:
   write_atomic(path, json.dumps(result))
 
 
-def run_ours(algo: str, env: str, seed: int, args) -> dict:
+def run_ours(library: str, algo: str, env: str, seed: int, args) -> dict:
   start = time.perf_counter()
-  cmd = ours_command(algo, env, seed, args)
-  log = os.path.join(args.results, run_name("batchrl", algo, env, seed) + ".log")
+  cmd = ours_command(algo, env, seed, args, library)
+  log = os.path.join(args.results, run_name(library, algo, env, seed) + ".log")
   with open(log, "a") as f:  # its log lines (the run folder keeps its metrics)
     proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
   if proc.returncode != 0:
     raise RuntimeError(f"{' '.join(cmd)} failed (exit code {proc.returncode}): see {log}")
-  evals = ours_evals(ours_dir(algo, env, seed, args))
-  return {"library": "batchrl", "algo": algo, "env": env, "seed": seed, "steps": args.steps,
+  evals = ours_evals(ours_dir(algo, env, seed, args, library))
+  return {"library": library, "algo": algo, "env": env, "seed": seed, "steps": args.steps,
           "evals": evals, "best_return": max(m for _, m in evals),
           "final_return": evals[-1][1], "sitting_s": round(time.perf_counter() - start, 1),
           "command": " ".join(cmd)}
@@ -170,7 +184,7 @@ def summary_rows(args) -> list[str]:
         final = [r["final_return"] for r in done]
         means[library] = sum(best) / len(best)
         ratio = ""
-        if library != "batchrl" and "batchrl" in means and means[library] > 0:
+        if runs(library) != "batchrl" and "batchrl" in means and means[library] > 0:
           ratio = f"{means['batchrl'] / means[library]:.2f}"
         lines.append(f"| {algo} | {env} | {library} | {len(done)}/{len(args.seeds)} | "
                      f"{', '.join(f'{b:.0f}' for b in best)} | {means[library]:.0f} | "
@@ -193,14 +207,14 @@ def main(argv: list[str] | None = None) -> int:
   args = p.parse_args(argv)
   os.makedirs(args.results, exist_ok=True)
   if not args.table_only:
-    if any(lib != "batchrl" for lib in args.libraries) and not installed():
+    if any(runs(lib) != "batchrl" for lib in args.libraries) and not installed():
       raise SystemExit("the peers' venv is not installed: python benchmarks/peers/setup.py")
     for library, algo, env, seed in jobs(args):
       if load_result(library, algo, env, seed, args):
         continue  # finished in an earlier sitting
       print(f"{time.strftime('%H:%M:%S')} {run_name(library, algo, env, seed)} ...",
             flush=True)
-      result = (run_ours(algo, env, seed, args) if library == "batchrl"
+      result = (run_ours(library, algo, env, seed, args) if runs(library) == "batchrl"
                 else run_peer(library, algo, env, seed, args))
       write_result(result_path(library, algo, env, seed, args), result)
       print(f"  best {result['best_return']:.0f}, final {result['final_return']:.0f}",

@@ -68,3 +68,23 @@ def test_the_paper_variant_of_sbx_runs_td3_only_with_its_option_in_its_own_folde
   rows = parity.summary_rows(args)
   assert not any("| sac |" in row and "sbx-paper" in row for row in rows)
   assert any(row.startswith("| td3 | Hopper-v5 | sbx-paper | 0/2 | pending") for row in rows)
+
+
+def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apart(args):
+  args.algos, args.libraries = ["sac", "td3"], ["batchrl", "sbx", "batchrl-sbx"]
+  assert [job[:2] for job in parity.jobs(args) if job[3] == 0] == [
+      ("batchrl", "sac"), ("sbx", "sac"), ("batchrl", "td3"), ("sbx", "td3"),
+      ("batchrl-sbx", "td3")]
+  cmd = parity.ours_command("td3", "Hopper-v5", 1, args, "batchrl-sbx")
+  parsed = cli._parser().parse_args(cmd[3:])
+  assert parsed.config == "td3_mujoco" and parsed.timestamp == "sbx-td3-Hopper-v5-s1"
+  assert {"actor_q=min", "targets_with_actor=false", "env=Hopper-v5"} <= set(parsed.overrides)
+  assert "actor_q=min" not in parity.ours_command("td3", "Hopper-v5", 1, args)
+  assert parity.ours_dir("td3", "Hopper-v5", 1, args, "batchrl-sbx").endswith(
+      "batchrl/sbx-td3-Hopper-v5-s1-td3_mujoco")
+  # the variant is ours: no ratio against our own plain preset, and sbx's ratio is ours/sbx
+  for library, best in [("batchrl", 400.0), ("sbx", 500.0), ("batchrl-sbx", 450.0)]:
+    parity.write_result(parity.result_path(library, "td3", "Hopper-v5", 0, args),
+                        {"best_return": best, "final_return": best})
+  rows = [row for row in parity.summary_rows(args) if row.startswith("| td3 |")]
+  assert rows[1].endswith("| 0.80 |") and rows[2].endswith("| 450 | 450 |  |")
