@@ -88,3 +88,17 @@ def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apa
                         {"best_return": best, "final_return": best})
   rows = [row for row in parity.summary_rows(args) if row.startswith("| td3 |")]
   assert rows[1].endswith("| 0.80 |") and rows[2].endswith("| 450 | 450 |  |")
+
+
+def test_the_best_counts_only_evaluations_after_learning_starts(args):
+  """TD3 learns from 25k on: an untrained Ant standing still at 10k-20k is not TD3's best."""
+  args.algos, args.envs, args.seeds = ["td3"], ["Ant-v5"], [0]
+  assert parity.learning_starts("td3") == 25_000 and parity.learning_starts("sac") == 5_000
+  evals = [(10_000, 838.0), (20_000, 857.0), (30_000, 349.0), (40_000, 379.0),
+           (50_000, 218.0)]
+  result = {"evals": evals, "best_return": 857.0, "final_return": 218.0}
+  assert parity.best_learned(result, "td3") == 379.0
+  assert parity.best_learned(result, "sac") == 857.0
+  assert parity.best_learned({"best_return": 5.0}, "td3") == 5.0
+  parity.write_result(parity.result_path("batchrl", "td3", "Ant-v5", 0, args), result)
+  assert parity.summary_rows(args)[2] == "| td3 | Ant-v5 | batchrl | 1/1 | 379 | 379 | 218 |  |"
