@@ -208,9 +208,11 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   1.7 h; a checkpoint holds the 1M memory in its newest copy only (162 MB on HalfCheetah).
   Side by side with sbx at 100k steps (seed 0, greedy best), the old start on both sides:
   Hopper-v5 742 against 172, Walker2d-v5 354 against 672; the published start on both
-  sides, mean best of seeds 0-2: Walker2d-v5 470 against 482 (0.97x), Hopper-v5 391 against
-  540 (0.72x; sbx's seed 0 alone left the forward dive, reaching 918); HalfCheetah-v5 seed 0
-  4064 against 3937 (docs/benchmarks.md)."""
+  sides, mean best of seeds 0-2: Walker2d-v5 470 against 482 (0.97x); of seeds 0-4
+  Hopper-v5 402 against 648 (0.62x), and 697 (1.08x) with sbx's two TD3 choices, which
+  ``--set actor_q=min --set targets_with_actor=false`` gives (this preset keeps the paper's);
+  seed 0: HalfCheetah-v5 4064 against 3937, Ant-v5 385 against 629 after learning starts
+  (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
