@@ -26,8 +26,8 @@ The table: best and final greedy evaluation (mean of ``--episodes`` episodes) pe
 mean over finished seeds, and batchrl's mean as a ratio of the peer's. The best counts the
 evaluations after the first gradient step only (our preset's ``first_update``, the peer's
 ``learning_starts``): before it both evaluate an untrained network, and on Ant-v5 that
-network, standing still, scores ~840 for its healthy reward, more than TD3 at 100k. Evaluations happen
-every ``--eval-every`` steps on a separate env in both libraries.
+network, standing still, scores ~840 for its healthy reward, more than TD3 at 100k.
+Evaluations happen every ``--eval-every`` steps on a separate env in both libraries.
 """
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def ours_command(algo: str, env: str, seed: int, args, library: str = "batchrl")
   cmd = [sys.executable, "-m", "batchrl", "train", "--config", f"{algo}_mujoco",
          "--logdir", os.path.join(args.results, "batchrl"),
          "--timestamp", ours_stamp(library, algo, env, seed), "--seed", str(seed)]
-  overrides = [f"{key}={value}" for key, value in sets.items()]
-  for override in overrides + VARIANTS.get(library, (None, []))[1]:
+  _, variant_sets, _ = VARIANTS.get(library, (library, [], ALGOS))
+  for override in [f"{key}={value}" for key, value in sets.items()] + variant_sets:
     cmd += ["--set", override]
   return cmd
 
@@ -120,8 +120,8 @@ def best_learned(result: dict, algo: str) -> float:
 def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
   _, options, _ = VARIANTS.get(library, (library, [], ALGOS))
   options = options + (["--uniform-start"] if starts_uniform(algo) else [])
-  return [python_path(), PEER_SCRIPT, "--library", runs(library), *options, "--algo", algo, "--env",
-          env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
+  return [python_path(), PEER_SCRIPT, "--library", runs(library), *options, "--algo", algo,
+          "--env", env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
           str(args.eval_every), "--episodes", str(args.episodes), "--save-dir",
           os.path.join(args.results, run_name(library, algo, env, seed))]
 
