@@ -211,8 +211,8 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   sides, mean best of seeds 0-2: Walker2d-v5 470 against 482 (0.97x); of seeds 0-4
   Hopper-v5 402 against 648 (0.62x), and 697 (1.08x) with sbx's two TD3 choices, which
   ``--set actor_q=min --set targets_with_actor=false`` gives (this preset keeps the paper's);
-  seed 0: HalfCheetah-v5 4064 against 3937, Ant-v5 385 against 629 after learning starts
-  (docs/benchmarks.md)."""
+  seed 0: HalfCheetah-v5 4064 against 3937; seeds 0-1: Ant-v5 509 against 629 after
+  learning starts (docs/benchmarks.md)."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
