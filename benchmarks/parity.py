@@ -59,9 +59,15 @@ def run_name(library: str, algo: str, env: str, seed: int) -> str:
   return f"{library}-{algo}-{env}-s{seed}"
 
 
+def variant(library: str) -> tuple[str, list[str], tuple[str, ...]]:
+  """(the library it runs, its options, its algorithms) of a name in ``LIBRARIES``: a plain
+  library runs itself with no options, every algorithm."""
+  return VARIANTS.get(library, (library, [], ALGOS))
+
+
 def runs(library: str) -> str:
   """The library a name (or a variant's name) runs: batchrl, sbx or sb3."""
-  return VARIANTS.get(library, (library,))[0]
+  return variant(library)[0]
 
 
 def ours_stamp(library: str, algo: str, env: str, seed: int) -> str:
@@ -77,7 +83,7 @@ def ours_command(algo: str, env: str, seed: int, args, library: str = "batchrl")
   cmd = [sys.executable, "-m", "batchrl", "train", "--config", f"{algo}_mujoco",
          "--logdir", os.path.join(args.results, "batchrl"),
          "--timestamp", ours_stamp(library, algo, env, seed), "--seed", str(seed)]
-  _, variant_sets, _ = VARIANTS.get(library, (library, [], ALGOS))
+  _, variant_sets, _ = variant(library)
   for override in [f"{key}={value}" for key, value in sets.items()] + variant_sets:
     cmd += ["--set", override]
   return cmd
@@ -118,7 +124,7 @@ def best_learned(result: dict, algo: str) -> float:
 
 
 def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str]:
-  _, options, _ = VARIANTS.get(library, (library, [], ALGOS))
+  _, options, _ = variant(library)
   options = options + (["--uniform-start"] if starts_uniform(algo) else [])
   return [python_path(), PEER_SCRIPT, "--library", runs(library), *options, "--algo", algo,
           "--env", env, "--seed", str(seed), "--steps", str(args.steps), "--eval-every",
@@ -127,7 +133,7 @@ def peer_command(library: str, algo: str, env: str, seed: int, args) -> list[str
 
 
 def applies(library: str, algo: str) -> bool:
-  return algo in VARIANTS.get(library, (None, None, ALGOS))[2]
+  return algo in variant(library)[2]
 
 
 def result_path(library: str, algo: str, env: str, seed: int, args) -> str:
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
       result = (run_ours(library, algo, env, seed, args) if runs(library) == "batchrl"
                 else run_peer(library, algo, env, seed, args))
       write_result(result_path(library, algo, env, seed, args), result)
-      print(f"  best {result['best_return']:.0f}, final {result['final_return']:.0f}",
+      print(f"  best {best_learned(result, algo):.0f}, final {result['final_return']:.0f}",
             flush=True)
   print(f"{args.steps} steps, greedy evaluation of {args.episodes} episodes every "
         f"{args.eval_every} steps; results in {args.results}")
