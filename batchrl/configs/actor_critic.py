@@ -202,17 +202,18 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
 
   Published (CleanRL's TD3 on v4 at 1M): HalfCheetah about 9000-10000. Like them, it acts
   uniformly at random until learning starts (``start_steps``; before 2026-11-29 the
-  untrained actor plus its noise acted there, as in the side-by-side figures below). Not yet
-  run to 1M here. Learning on 2 idle CPU cores: 6.1 ms per step (``benchmarks/sac_step.py
-  --algo td3``; the actor learns on every second gradient step), so 1M steps take about
-  1.7 h; a checkpoint holds the 1M memory in its newest copy only (162 MB on HalfCheetah).
-  Side by side with sbx at 100k steps (seed 0, greedy best), the old start on both sides:
-  Hopper-v5 742 against 172, Walker2d-v5 354 against 672; the published start on both
-  sides, mean best of seeds 0-2: Walker2d-v5 470 against 482 (0.97x); of seeds 0-4
-  Hopper-v5 402 against 648 (0.62x), and 697 (1.08x) with sbx's two TD3 choices, which
-  ``--set actor_q=min --set targets_with_actor=false`` gives (this preset keeps the paper's);
-  seed 0: HalfCheetah-v5 4064 against 3937; seeds 0-1: Ant-v5 509 against 629 after
-  learning starts (docs/benchmarks.md)."""
+  untrained actor plus its noise acted there). Not yet run to 1M here. Learning on 2 idle
+  CPU cores: 6.1 ms per step (``benchmarks/sac_step.py --algo td3``; the actor learns on
+  every second gradient step), so 1M steps take about 1.7 h; a checkpoint holds the 1M
+  memory in its newest copy only (162 MB on HalfCheetah).
+  Side by side with sbx 0.28 at 100k steps (mean of the best greedy evaluations after
+  learning starts, the published start on both sides; docs/benchmarks.md): Walker2d-v5 470
+  against 482 (0.97x, seeds 0-2), HalfCheetah-v5 4064 against 3937 (seed 0), Hopper-v5 402
+  against 648 (0.62x, seeds 0-4) and Ant-v5 509 against 629 (0.81x, seeds 0-1). On Hopper
+  and Ant the gap is sbx's two TD3 choices, its targets moving on every gradient step and
+  its actor climbing min(Q1, Q2): with ``--set actor_q=min --set targets_with_actor=false``
+  ours reaches 697 on Hopper (1.08x) and 737 on Ant (1.17x). This preset keeps the paper's
+  choices, which CleanRL and SB3 share and the published 1M scores come from."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
