@@ -47,8 +47,8 @@ def test_the_table_shows_finished_seeds_means_and_the_ratio_and_pending_runs(arg
                         {"best_return": best, "final_return": best - 100})
   assert parity.load_result("sbx", "sac", "Hopper-v5", 1, args) is None
   rows = parity.summary_rows(args)
-  assert rows[2] == "| sac | Hopper-v5 | batchrl | 2/2 | 900, 1100 | 1000 | 900 |  |"
-  assert rows[3] == "| sac | Hopper-v5 | sbx | 1/2 | 1250 | 1250 | 1150 | 0.80 |"
+  assert rows[2] == "| sac | Hopper-v5 | batchrl | 2/2 | 900, 1100 | 1000 |  | 900 |  |"
+  assert rows[3] == "| sac | Hopper-v5 | sbx | 1/2 | 1250 | 1250 |  | 1150 | 0.80 |"
   assert list(parity.jobs(args))[:2] == [("batchrl", "sac", "Hopper-v5", 0),
                                          ("sbx", "sac", "Hopper-v5", 0)]
 
@@ -87,7 +87,7 @@ def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apa
     parity.write_result(parity.result_path(library, "td3", "Hopper-v5", 0, args),
                         {"best_return": best, "final_return": best})
   rows = [row for row in parity.summary_rows(args) if row.startswith("| td3 |")]
-  assert rows[1].endswith("| 0.80 |") and rows[2].endswith("| 450 | 450 |  |")
+  assert rows[1].endswith("| 0.80 |") and rows[2].endswith("| 450 |  | 450 |  |")
 
 
 def test_the_best_counts_only_evaluations_after_learning_starts(args):
@@ -101,4 +101,8 @@ def test_the_best_counts_only_evaluations_after_learning_starts(args):
   assert parity.best_learned(result, "sac") == 857.0
   assert parity.best_learned({"best_return": 5.0}, "td3") == 5.0
   parity.write_result(parity.result_path("batchrl", "td3", "Ant-v5", 0, args), result)
-  assert parity.summary_rows(args)[2] == "| td3 | Ant-v5 | batchrl | 1/1 | 379 | 379 | 218 |  |"
+  # mean after start: (349 + 379 + 218) / 3
+  assert parity.mean_learned([result], "td3") == "315"
+  assert parity.mean_learned([result, {"best_return": 5.0}], "td3") == ""
+  assert (parity.summary_rows(args)[2]
+          == "| td3 | Ant-v5 | batchrl | 1/1 | 379 | 379 | 315 | 218 |  |")
