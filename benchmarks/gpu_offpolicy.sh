@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Off-policy training on a GPU, one prepared run (docs/gpu.md, "Off-policy updates in
+# blocks"): what K gradient steps after every K environment steps buy where each step waits
+# on a host crossing, and how fast `sac_mujoco` trains with four runs sharing one GPU (the
+# target: 1M steps in at most 15 minutes a run).
+#
+#   bash benchmarks/gpu_offpolicy.sh [OUTDIR]            # about 7 minutes on an H100/H200
+#   QUICK=1 bash benchmarks/gpu_offpolicy.sh /tmp/check  # the same steps, tiny, on a CPU
+#
+# It writes, under OUTDIR (default $OUT, else /tmp/gpu-offpolicy):
+# - device.txt: the device, JAX and the CPU count;
+# - step.txt: `benchmarks/sac_step.py --blocks 1 8 64`: one process, time per environment
+#   step with K = 1, 8 and 64 (HalfCheetah-v5, the preset's values, no peers);
+# - shared.txt: `benchmarks/update_ratio.py` with four runs at once (`--jobs 4`, each
+#   pinned to a quarter of the cores, all on the one GPU): K = 1 and 8, two seeds each,
+#   STEPS steps of HalfCheetah-v5; the table's steps/s is each run's rate while sharing.
+#   Then K = 64, four seeds at once.
+#
+# A machine without MuJoCo and Gymnasium (the lent GPU machine has JAX, flax and optax but
+# neither of those) takes them as wheels from .whl/ in the repository root, installed here
+# into /tmp/site. Fetch them on a machine with network access (Python 3.12, x86-64):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+#     --platform manylinux2014_x86_64 --platform any -d .whl gymnasium==1.3.0 \
+#     farama-notifications mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 glfw \
+#     pyopengl websockets tensorboardX
+# (about 26 MB; imageio-ffmpeg, 68 MB, is left out: training never loads it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-/tmp/gpu-offpolicy}}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/gpu-offpolicy-runs.XXXX)
+
+if [ -d .whl ] && ! python3 -c 'import mujoco, gymnasium' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# Several JAX processes share the GPU: none may take 75% of its memory up front.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export MUJOCO_GL=${MUJOCO_GL:-disable}
+
+if [ -n "${QUICK:-}" ]; then
+  step_args=(--steps 128 --learning-starts 100 --warmup 20)
+  steps=3000; first=1000; every=1000
+else
+  step_args=(--steps 2048)
+  steps=50000; first=5000; every=10000
+fi
+
+python3 -c 'import jax, os, mujoco, gymnasium
+d = jax.devices()[0]
+print(jax.default_backend(), d.device_kind, "x", jax.device_count(), "jax", jax.__version__,
+      "mujoco", mujoco.__version__, "gymnasium", gymnasium.__version__, os.cpu_count(), "CPUs")
+' 2>&1 | tee "$out/device.txt" || exit 1
+
+python3 benchmarks/sac_step.py --blocks 1 8 64 --skip-peers "${step_args[@]}" 2>&1 \
+  | tee "$out/step.txt"
+
+ratio() {  # K values, seeds: four runs at once on the one device
+  python3 benchmarks/update_ratio.py --env HalfCheetah-v5 --ks $1 --seeds "$2" --jobs 4 \
+    --steps "$steps" --first-update "$first" --eval-every "$every" --logdir "$work/ratio"
+}
+{ ratio "1 8" 2; ratio 64 4; } 2>&1 | tee "$out/shared.txt"
