@@ -189,8 +189,8 @@ def sac_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   steps take about 2 h there. A checkpoint holds the 1M memory in its newest copy only
   (162 MB on HalfCheetah), the older ones the networks (3.4 MB). Side by side with sbx at
   100k steps (greedy best, docs/benchmarks.md), mean of seeds 0-2: HalfCheetah-v5 4363
-  against 4101, Hopper-v5 1225 against 563, Walker2d-v5 945 against 661; seed 0: Ant-v5 944
-  against 677."""
+  against 4101, Hopper-v5 1225 against 563, Walker2d-v5 945 against 661, Ant-v5 877 against
+  656."""
   return Experiment("sac_mujoco", _mujoco(env, steps), mujoco_sac(), agent="sac")
 
 
@@ -209,10 +209,10 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   Side by side with sbx 0.28 at 100k steps (mean of the best greedy evaluations after
   learning starts, the published start on both sides; docs/benchmarks.md): Walker2d-v5 470
   against 482 (0.97x, seeds 0-2), HalfCheetah-v5 3822 against 4020 (0.95x, seeds 0-2),
-  Hopper-v5 402 against 648 (0.62x, seeds 0-4) and Ant-v5 509 against 629 (0.81x, seeds
-  0-1). On Hopper and Ant the gap is sbx's two TD3 choices, its targets moving on every
+  Hopper-v5 402 against 648 (0.62x, seeds 0-4) and Ant-v5 537 against 663 (0.81x, seeds
+  0-2). On Hopper and Ant the gap is sbx's two TD3 choices, its targets moving on every
   gradient step and its actor climbing min(Q1, Q2): with ``--set actor_q=min --set
-  targets_with_actor=false`` ours reaches 697 on Hopper (1.08x) and 737 on Ant (1.17x).
+  targets_with_actor=false`` ours reaches 697 on Hopper (1.08x) and 709 on Ant (1.07x).
   This preset keeps the paper's choices, which CleanRL and SB3 share and the published 1M
   scores come from."""
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
