@@ -16,9 +16,10 @@
 #   STEPS steps of HalfCheetah-v5; the table's steps/s is each run's rate while sharing.
 #   Then K = 64, four seeds at once.
 #
-# A machine without MuJoCo and Gymnasium (the lent GPU machine has JAX, flax and optax but
-# neither of those) takes them as wheels from .whl/ in the repository root, installed here
-# into /tmp/site. Fetch them on a machine with network access (Python 3.12, x86-64):
+# A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and
+# optax, but none of these three) takes them as wheels from .whl/ in the repository root,
+# installed here into /tmp/site. Fetch them where the network is reachable (for Python 3.12,
+# x86-64):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 #     --platform manylinux2014_x86_64 --platform any -d .whl gymnasium==1.3.0 \
@@ -31,7 +32,7 @@ out=${1:-${OUT:-/tmp/gpu-offpolicy}}
 mkdir -p "$out"
 work=$(mktemp -d /tmp/gpu-offpolicy-runs.XXXX)
 
-if [ -d .whl ] && ! python3 -c 'import mujoco, gymnasium' 2>/dev/null; then
+if [ -d .whl ] && ! python3 -c 'import mujoco, gymnasium, tensorboardX' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
