@@ -12,9 +12,10 @@
 # - step.txt: `benchmarks/sac_step.py --blocks 1 8 64`: one process, time per environment
 #   step with K = 1, 8 and 64 (HalfCheetah-v5, the preset's values, no peers);
 # - shared.txt: `benchmarks/update_ratio.py` with four runs at once (`--jobs 4`, each
-#   pinned to a quarter of the cores, all on the one GPU): K = 1 and 8, two seeds each,
-#   STEPS steps of HalfCheetah-v5; the table's steps/s is each run's rate while sharing.
-#   Then K = 64, four seeds at once.
+#   pinned to a quarter of the cores, all on the one GPU, each taking 22.5% of its memory,
+#   which `batchrl bench --jobs 4` sets): K = 1 and 8, two seeds each, 50k steps of
+#   HalfCheetah-v5; the table's steps/s is each run's rate while sharing. Then K = 64, four
+#   seeds at once.
 #
 # A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and
 # optax, but none of these three) takes them as wheels from .whl/ in the repository root,
@@ -30,7 +31,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/gpu-offpolicy}}
 mkdir -p "$out"
-work=$(mktemp -d /tmp/gpu-offpolicy-runs.XXXX)
+work=$(mktemp -d /tmp/gpu-offpolicy-runs.XXXX)  # the runs' checkpoints: ~1 GB, not kept
+trap 'rm -rf "$work"' EXIT
 
 if [ -d .whl ] && ! python3 -c 'import mujoco, gymnasium, tensorboardX' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -38,8 +40,7 @@ if [ -d .whl ] && ! python3 -c 'import mujoco, gymnasium, tensorboardX' 2>/dev/n
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# Several JAX processes share the GPU: none may take 75% of its memory up front.
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 export MUJOCO_GL=${MUJOCO_GL:-disable}
 
 if [ -n "${QUICK:-}" ]; then
