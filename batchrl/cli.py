@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
   train.add_argument("--timestamp", help="run directory prefix; an existing run resumes")
   train.add_argument("--seed", type=int, help="shortcut for --set run.seed=S")
   train.add_argument("--seeds", type=int, help="train K agents at once in one compiled "
-                     "program (gymnax backend only)")
+                     "program (gymnax envs, or host gymnasium envs stepped together)")
   train.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="KEY=VALUE", help="override a config field (repeatable)")
   train.add_argument("--no-progress", action="store_true", help="no progress bar")

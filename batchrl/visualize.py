@@ -71,8 +71,8 @@ def load_agent_state(exp: Experiment, run_dir: Path, agent, checkpoint_path: str
     template = fused.init_sim(env, agent, jax.random.key(seed))
     seeds = checkpoint.stacked_size(ckpt_dir, template)
     check_seed_index(seed_index, seeds)
-    if seeds is not None:
-      template = fused.init_sim(env, agent, jax.random.key(seed), seeds)
+    if seeds is not None:  # K copies stacked: a template needs only the structure and shapes
+      template = jax.tree.map(lambda x: jnp.broadcast_to(x, (seeds,) + x.shape), template)
   finally:
     close_env(env)
   pick = functools.partial(_one_seed, seeds, seed_index or 0)

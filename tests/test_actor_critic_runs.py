@@ -142,3 +142,39 @@ def test_seeds_train_independent_actor_critic_agents_in_one_program(tmp_path):
   train = [r for r in records if r["phase"] == "train"]
   assert [r["step"] for r in train] == [32, 64] and train[-1]["learning"] == 1.0
   assert list((run_dir / "checkpoints").iterdir())
+
+
+@pytest.mark.filterwarnings("ignore:train report at step")  # no episode ends in training
+def test_seeds_with_host_envs_train_in_one_program_and_resume(tmp_path):
+  """``--seeds 2`` with host Pendulums (``sac_pendulum``): the two runs' envs step as lanes
+  of one host batch, each run is reported on its own, one of them exports, and a trainer
+  restores the run from its checkpoint (both agents) and trains on."""
+  overrides = TINY + ["steps=64", "report_every=32", "eval_every=64", "checkpoint_every=64",
+                      "eval_steps=200"]
+  assert main(["train", "--config", "sac_pendulum", "--logdir", str(tmp_path), "--timestamp",
+               "S", "--seeds", "2", "--no-progress", "--no-tensorboard",
+               *[f"--set={s}" for s in overrides]]) == 0
+  run_dir = tmp_path / "S-sac_pendulum"
+  records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+  train = [r for r in records if r["phase"] == "train"]
+  assert [r["step"] for r in train] == [32, 64] and train[-1]["learning"] == 1.0
+  last = records[-1]
+  assert last["phase"] == "eval" and {"seed0/mean_score", "seed1/mean_score"} <= set(last)
+  assert last["episodes"] == 4  # one 200-step episode per env (the mean over the seeds)
+  assert last["seed0/mean_score"] != last["seed1/mean_score"]  # independent runs
+  # the export reads the run's two agents without stepping its host envs under vmap
+  assert main(["export", str(run_dir), "--seed-index", "1", "--out", str(tmp_path / "p"),
+               "--format", "jax"]) == 0
+
+  trainer = experiment.Trainer(configs.apply_overrides(configs.get("sac_pendulum"), overrides),
+                               run_dir, seeds=2)
+  try:
+    assert trainer.restore() and trainer.step == 64
+    assert trainer.sim.obs.shape == (2, 4, 3)
+    actor = jax.tree.leaves(trainer.sim.agent_state.params.actor)[0]
+    assert actor.shape[0] == 2 and not np.array_equal(actor[0], actor[1])
+    metrics = trainer.train_phase(8)
+    assert metrics["iterations"] == 8 and np.isfinite(metrics["critic_loss"])
+    assert np.isfinite(trainer.eval_phase()["seed1/mean_score"])
+  finally:
+    trainer.close()

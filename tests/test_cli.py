@@ -176,8 +176,10 @@ def test_seeds_train_several_agents_in_one_program(tmp_path, capsys):
   assert main(args) == 0
   last = json.loads((tmp_path / "S-cartpole_fused" / "metrics.jsonl").read_text().splitlines()[-1])
   assert last["phase"] == "eval" and {"seed0/mean_score", "seed1/mean_score"} <= set(last)
-  assert main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--seeds", "2"]) == 2
-  assert "needs in-graph environments" in capsys.readouterr().err
+  assert main(["train", "--config", "pendulum", "--logdir", str(tmp_path), "--seeds", "2",
+               "--set", "backend=envpool"]) == 2
+  assert ("with gymnax environments or host ones (run.backend 'gymnax' or 'gymnasium'); "
+          "'pendulum' uses backend 'envpool'") in capsys.readouterr().err
   assert [p.name for p in tmp_path.iterdir()] == ["S-cartpole_fused"]  # no orphan run dir
 
 

@@ -14,6 +14,7 @@ from batchrl.agents.core import Transition
 from batchrl.agents.simple import fixed_agent, random_agent, sample_space
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import BraxEnv, EnvStep, GymnaxEnv, VecEnv, make_vec
+from batchrl.train import fused
 
 DURATIONS = (1, 2, 3, 4)
 
@@ -221,6 +222,63 @@ def test_ingraph_batch_env_matches_host_env():
     for i in np.flatnonzero(infos.get("_final_obs", [])):
       np.testing.assert_allclose(np.asarray(ro.transitions.next_obs[t, i]),
                                  infos["final_obs"][i], rtol=1e-6)
+
+
+def test_ingraph_lanes_step_every_lane_in_one_host_call():
+  """``lanes=2`` over 6 host CartPoles: two lanes of 3, stepped under ``vmap`` in one host
+  call each step; lane l, env i is host env 3l + i, stepped as directly."""
+  flip = fixed_agent(lambda obs: (obs[:, 2] > 0).astype(jnp.int32))
+  host = _host_cartpoles(6)
+  calls = []
+  step = host.step
+  host.step = lambda action: calls.append(np.shape(action)) or step(action)
+  env = InGraphBatchEnv(host, lanes=2)
+  assert env.num_envs == 3
+  keys = jax.random.split(jax.random.key(5), 2)
+  sims = jax.jit(jax.vmap(functools.partial(S.init, env, flip)))(keys)
+  assert sims.obs.shape == (2, 3, 4)
+  run = jax.vmap(functools.partial(S.simulate, env, flip, num_steps=60))
+  _, ro = jax.jit(run)(sims)
+  assert calls == [(6,)] * 60 and np.asarray(ro.done).any()
+
+  ref = _host_cartpoles(6)  # reset from the first lane's key, as the lanes' host env is
+  seed = int(jax.random.randint(jax.random.split(keys[0], 3)[0], (), 0,
+                                np.iinfo(np.int32).max))
+  obs, _ = ref.reset(seed=seed)
+  for t in range(60):
+    np.testing.assert_allclose(np.asarray(ro.transitions.obs[:, t]).reshape(6, 4), obs,
+                               rtol=1e-6)
+    obs, _, term, trunc, _ = ref.step((obs[:, 2] > 0).astype(np.int64))
+    np.testing.assert_array_equal(np.asarray(ro.done[:, t]).reshape(6), term | trunc)
+
+
+def test_ingraph_lanes_refuse_a_wrong_split_and_a_step_outside_vmap():
+  with pytest.raises(ValueError, match="lanes must be a positive int dividing the host "
+                     "env's 3 envs, got 2"):
+    InGraphBatchEnv(_host_cartpoles(3), lanes=2)
+  env = InGraphBatchEnv(_host_cartpoles(4), lanes=2)
+  with pytest.raises(Exception, match="holds 2 lanes of 2 envs: step and reset it under "
+                     "jax.vmap over its lanes"):
+    jax.block_until_ready(jax.jit(env.reset)(jax.random.key(0)))
+  with pytest.raises(ValueError, match="runs under jax.vmap over its lanes, got an axis of 3"):
+    jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 3))
+
+
+def test_lane_while_is_a_vmap_of_while_loop():
+  """``fused.lane_while``: the loop outside the vmap, what ``vmap(while_loop)`` computes
+  (lanes that are done keep their carry while the others go on)."""
+  def cond(c):
+    return c[0] < c[1]
+
+  def body(c):
+    return c[0] + 1, c[1], c[2] * 2.0
+
+  carry = (jnp.array([0, 2, 0]), jnp.array([0, 5, 3]), jnp.ones((3, 2)))
+  expected = jax.vmap(lambda c: jax.lax.while_loop(cond, body, c))(carry)
+  got = jax.jit(functools.partial(fused.lane_while, cond, body))(carry)
+  for a, b in zip(expected, got):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(got[0], [0, 5, 3])
 
 
 def test_ingraph_rejects_nested_spaces():

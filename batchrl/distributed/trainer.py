@@ -48,8 +48,8 @@ def check(exp: Experiment, options: RayOptions, seeds: int | None) -> None:
                       f"{exp.name!r} uses backend {exp.run.backend!r}, whose whole training "
                       "loop is one compiled program on one device: train it without --ray.")
   if seeds is not None:
-    raise ConfigError("--seeds and --ray cannot be combined (--seeds needs run.backend="
-                      "'gymnax').")
+    raise ConfigError("--seeds and --ray cannot be combined (--seeds trains its runs in one "
+                      "program here; --ray spreads one run's envs over runners).")
   if exp.run.num_envs != options.runners * options.envs_per_runner:
     raise ConfigError(f"run.num_envs={exp.run.num_envs} must equal runners x envs_per_runner "
                       f"= {options.runners} x {options.envs_per_runner}.")

@@ -11,10 +11,20 @@ does; so does ``gymnasium.vector.SyncVectorEnv(..., autoreset_mode=SAME_STEP)``)
 episode ends, ``step`` returns the first observation of the next episode and
 ``infos["final_obs"]`` / ``infos["_final_obs"]`` hold the finished one's last observation.
 
+Lanes (``lanes=S``, what ``batchrl train --seeds S`` builds for host envs): the host batch
+of ``S x N`` envs is ``S`` independent lanes of ``N`` envs each, stepped under ``jax.vmap``
+over the lanes. The lanes' actions then cross to the host together, in ONE call, and the
+whole batch steps there: S runs in one program pay for one crossing a step, not S. On a
+GPU, where runs in separate processes take turns on the device (measured: docs/gpu.md),
+that is how several host runs can share it. Such an env must
+be stepped under a ``vmap`` of axis size ``S`` (``jax.custom_batching.custom_vmap``; JAX
+refuses ordered effects under ``vmap`` otherwise) and never inside a ``vmap``-ed loop: loop
+outside, ``vmap`` the loop's body (``batchrl.train.fused`` does).
+
 Limits: array action spaces only (Box, Discrete, MultiDiscrete, MultiBinary); observations
 may also be a ``Dict`` of array spaces (e.g. a state and its ``action_mask``), carried as a
-dict of arrays. No ``vmap`` over the env (one host env, one batch). float64/int64 values are carried as
-float32/int32 unless JAX's x64 mode is on.
+dict of arrays. float64/int64 values are carried as float32/int32 unless JAX's x64 mode is
+on.
 """
 from __future__ import annotations
 
@@ -25,6 +35,7 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import custom_batching
 
 from batchrl.envs.host_call import host_call
 from batchrl.envs.jax_env import EnvStep
@@ -92,22 +103,32 @@ class InGraphBatchEnv:
 
   The in-graph ``state`` is a step counter; the real environment state lives in the host
   env. ``reset(key)`` seeds the host env from ``key`` (reproducible for the same key).
+  ``lanes``: the host env's envs split into that many lanes of ``num_envs`` each, stepped
+  under ``jax.vmap`` over the lanes (the module doc).
   """
 
   batch_env: Any
+  lanes: int = 1
 
   def __post_init__(self):
     _check_autoreset(self.batch_env)
     _check_space(self.single_observation_space, "observation", allow_dict=True)
     _check_space(self.single_action_space, "action")
-    b = self.num_envs
-    self._obs_struct = _structs(self.single_observation_space, b)
-    self._float = jax.ShapeDtypeStruct((b,), np.float32)
-    self._bool = jax.ShapeDtypeStruct((b,), np.bool_)
+    total = int(self.batch_env.num_envs)
+    if not isinstance(self.lanes, int) or self.lanes < 1 or total % self.lanes:
+      raise ValueError(f"lanes must be a positive int dividing the host env's {total} envs, "
+                       f"got {self.lanes!r}.")
+    self._obs_struct = _structs(self.single_observation_space, total)
+    self._float = jax.ShapeDtypeStruct((total,), np.float32)
+    self._bool = jax.ShapeDtypeStruct((total,), np.bool_)
+    if self.lanes > 1:
+      self.reset = _over_lanes(self._lanes_reset, self.lanes, self._unbatched)
+      self.step = _over_lanes(self._lanes_step, self.lanes, self._unbatched)
 
   @property
   def num_envs(self) -> int:
-    return int(self.batch_env.num_envs)
+    """Envs per lane (all of the host env's with one lane)."""
+    return int(self.batch_env.num_envs) // self.lanes
 
   @property
   def single_observation_space(self) -> gym.Space:
@@ -135,6 +156,10 @@ class InGraphBatchEnv:
     return (obs, np.asarray(reward, np.float32), np.asarray(terminated, np.bool_),
             np.asarray(truncated, np.bool_), final_obs)
 
+  def _unbatched(self, *args):
+    raise RuntimeError(f"This InGraphBatchEnv holds {self.lanes} lanes of {self.num_envs} "
+                       "envs: step and reset it under jax.vmap over its lanes.")
+
   # -- graph side -----------------------------------------------------------------------
 
   def reset(self, key):
@@ -147,3 +172,58 @@ class InGraphBatchEnv:
     structs = (self._obs_struct, self._float, self._bool, self._bool, self._obs_struct)
     obs, reward, terminated, truncated, final_obs = host_call(self._host_step, structs, action)
     return EnvStep(obs, state + 1, reward, terminated, truncated, final_obs, {})
+
+  def _lanes_reset(self, keys):
+    """``reset`` of every lane at once: one host reset of the whole batch, seeded from the
+    first lane's key (the host env seeds each of its envs apart)."""
+    obs, _ = InGraphBatchEnv.reset(self, keys[0])
+    return _split_lanes(obs, self.lanes), jnp.zeros((self.lanes,), jnp.int32)
+
+  def _lanes_step(self, keys, state, action) -> EnvStep:
+    """``step`` of every lane at once: their actions ``[S, N, ...]`` in one host call."""
+    out = InGraphBatchEnv.step(self, keys, state, _join_lanes(action))
+    lanes = lambda x: _split_lanes(x, self.lanes)  # noqa: E731
+    return EnvStep(lanes(out.obs), out.state, lanes(out.reward), lanes(out.terminated),
+                   lanes(out.truncated), lanes(out.final_obs), {})
+
+
+def _split_lanes(tree, lanes: int):
+  """``[S * N, ...]`` leaves -> ``[S, N, ...]``."""
+  return jax.tree.map(lambda x: x.reshape((lanes, x.shape[0] // lanes) + x.shape[1:]), tree)
+
+
+def _join_lanes(tree):
+  """``[S, N, ...]`` leaves -> ``[S * N, ...]``."""
+  return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
+
+
+def _broadcast(tree, lanes: int):
+  """Every leaf repeated along a new leading axis of ``lanes``."""
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)), tree)
+
+
+def _over_lanes(batched, lanes: int, unbatched):
+  """``batched`` (every lane's arguments with a leading lane axis) as a function of one
+  lane's arguments that runs under ``jax.vmap`` over the ``lanes`` lanes, called once for
+  all of them; called outside ``vmap``, it raises (``unbatched``) when the program runs.
+
+  ``custom_vmap`` traces the one-lane function too: it must trace, so its body is a host
+  call of the right shapes that raises if it ever runs."""
+
+  @custom_batching.custom_vmap
+  def one_lane(*args):
+    structs = jax.eval_shape(lambda *a: jax.tree.map(lambda x: x[0], batched(
+        *_broadcast(a, lanes))), *args)
+    return host_call(unbatched, structs)
+
+  @one_lane.def_vmap
+  def rule(axis_size, in_batched, *args):
+    if axis_size != lanes:
+      raise ValueError(f"an env of {lanes} lanes runs under jax.vmap over its lanes, "
+                       f"got an axis of {axis_size}.")
+    args = [jax.tree.map(lambda y, b: y if b else _broadcast(y, lanes), x, batched_x)
+            for x, batched_x in zip(args, in_batched)]
+    out = batched(*args)
+    return out, jax.tree.map(lambda _: True, out)
+
+  return one_lane

@@ -35,9 +35,13 @@ def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
   return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
 
 
-def build_env(run: RunConfig, restart=None):
+def build_env(run: RunConfig, restart=None, lanes: int = 1):
   """The batched in-graph env of a run: a gymnax ``VecEnv`` or an ``InGraphBatchEnv``
-  (``restart``: the host ``BatchEnv``'s ``RestartPolicy``, None = failures raise)."""
+  (``restart``: the host ``BatchEnv``'s ``RestartPolicy``, None = failures raise).
+  ``lanes``: host envs only, ``lanes`` independent batches of ``run.num_envs`` envs stepped
+  together (``InGraphBatchEnv``'s lanes: several seeds of a host run in one program)."""
+  if lanes != 1 and run.backend != "gymnasium":
+    raise ValueError(f"lanes are for host envs (backend 'gymnasium'), not {run.backend!r}.")
   if run.backend == "gymnax":
     overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
     return preprocess(make_vec(run.env, run.num_envs, **overrides), run)
@@ -45,11 +49,12 @@ def build_env(run: RunConfig, restart=None):
     return preprocess(pool_env(run), run)
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
                                   atari=run.atari)
-  workers = min(run.num_workers, run.num_envs)
+  total = run.num_envs * lanes
+  workers = min(run.num_workers, total)
   # infos=False: the in-graph env reads only final observations from them
-  host = BatchEnv([constructor] * run.num_envs, num_workers=workers, seed=run.seed,
+  host = BatchEnv([constructor] * total, num_workers=workers, seed=run.seed,
                   timeout=run.timeout, restart=restart, infos=False)
-  return preprocess(InGraphBatchEnv(host), run)
+  return preprocess(InGraphBatchEnv(host, lanes=lanes), run)
 
 
 def pool_env(run: RunConfig) -> PoolEnv:

@@ -81,8 +81,8 @@ def _observe(env, agent: Model, num_steps: int, sim: SimState):
   return sim, {**episode_stats(rollout), **means, "updates": count}
 
 
-def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
-                  ) -> Callable[..., dict]:
+def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None,
+                  num_seeds: int | None = None) -> Callable[..., dict]:
   """A pure ``evaluate(sim, max_steps=None) -> stats`` of the deterministic policy (the mode).
 
   Restarts every env, lets the agent know that the running episodes ended (so recurrent
@@ -94,38 +94,43 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
   length so far). Returns ``episodes`` (how many finished), ``cut_episodes`` (how many the
   cap cut), ``mean_score`` and ``mean_length`` over both (NaN only when no step was taken)
   and ``eval_steps`` (steps per env taken). The training state is not changed: use the returned stats only.
+  With ``num_seeds``, ``sim`` holds that many runs (``init_sim(..., num_seeds)``), each
+  evaluated as above, and every stat has a leading seed axis.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
     raise ValueError(f"num_steps must be a positive int, got {num_steps!r}.")
   if episodes is not None and (not isinstance(episodes, int) or episodes < 1):
     raise ValueError(f"episodes must be None or a positive int, got {episodes!r}.")
+  if num_seeds is not None:
+    _check_seeds(num_seeds)
   step = functools.partial(simulate, env, agent, num_steps=1, mode="track", deterministic=True)
 
-  def evaluate(sim: SimState, max_steps=None) -> dict:
+  def begin(sim: SimState):
     sim = restart(env, sim)
     sim = sim._replace(agent_state=_end_episodes(agent, sim))
-    share = _shares(sim.episode_return.shape[0], episodes)
-    cap = num_steps if max_steps is None else jnp.minimum(num_steps, max_steps)
-    zeros = jnp.zeros(share.shape, jnp.float32)
-    start = (sim, jnp.zeros(share.shape, jnp.int32), zeros, zeros, jnp.int32(0))
+    zeros = jnp.zeros(sim.episode_return.shape, jnp.float32)
+    return sim, jnp.zeros(zeros.shape, jnp.int32), zeros, zeros, jnp.int32(0)
 
-    def more(carry):
+  def more(cap):
+    def going(carry):
       _, count, _, _, t = carry
-      return jnp.logical_and(t < cap, jnp.any(count < share))
+      return jnp.logical_and(t < cap, jnp.any(count < _shares(count.shape[0], episodes)))
+    return going
 
-    def one_step(carry):
-      sim, count, score, length, t = carry
-      sim, rollout = step(sim=sim)
-      counted = jnp.logical_and(rollout.done[0], count < share)
-      score = score + jnp.where(counted, rollout.episode_return[0], 0.0)
-      length = length + jnp.where(counted, rollout.episode_length[0], 0.0)
-      return sim, count + counted, score, length, t + 1
+  def one_step(carry):
+    sim, count, score, length, t = carry
+    sim, rollout = step(sim=sim)
+    counted = jnp.logical_and(rollout.done[0], count < _shares(count.shape[0], episodes))
+    score = score + jnp.where(counted, rollout.episode_return[0], 0.0)
+    length = length + jnp.where(counted, rollout.episode_length[0], 0.0)
+    return sim, count + counted, score, length, t + 1
 
-    sim, count, score, length, t = jax.lax.while_loop(more, one_step, start)
+  def finish(carry) -> dict:
+    sim, count, score, length, t = carry
     # An env the cap stopped before it finished its share: its running episode counts as
     # cut there (as a time limit cuts one). Leaving it out would score only the episodes
     # short enough to end in time (a low bias) and nothing at all when none did (NaN).
-    cut = jnp.logical_and(count < share, sim.episode_length > 0)
+    cut = jnp.logical_and(count < _shares(count.shape[0], episodes), sim.episode_length > 0)
     score = score + jnp.where(cut, sim.episode_return, 0.0)
     length = length + jnp.where(cut, sim.episode_length, 0.0)
     total = jnp.sum(count) + jnp.sum(cut)
@@ -134,7 +139,30 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
     return {"episodes": jnp.sum(count), "cut_episodes": jnp.sum(cut),
             "mean_score": mean(score), "mean_length": mean(length), "eval_steps": t}
 
+  def evaluate(sim: SimState, max_steps=None) -> dict:
+    cap = num_steps if max_steps is None else jnp.minimum(num_steps, max_steps)
+    if num_seeds is None:
+      return finish(jax.lax.while_loop(more(cap), one_step, begin(sim)))
+    return jax.vmap(finish)(lane_while(more(cap), one_step, jax.vmap(begin)(sim)))
+
   return evaluate
+
+
+def lane_while(cond, body, carry):
+  """``jax.vmap(lambda c: lax.while_loop(cond, body, c))(carry)`` for a ``carry`` with a
+  leading lane axis, with the loop outside the ``vmap``: every lane steps until the last
+  one's ``cond`` is false, and a lane whose ``cond`` is false keeps its carry (what JAX's
+  own rule computes). Host envs need it: JAX refuses their ordered effects in a ``vmap``-ed
+  loop, and their lanes step together (``batchrl.envs.ingraph``, lanes)."""
+  lanes_cond, lanes_body = jax.vmap(cond), jax.vmap(body)
+
+  def step(carry):
+    going = lanes_cond(carry)
+    keep = lambda new, old: jnp.where(  # noqa: E731
+        going.reshape(going.shape + (1,) * (new.ndim - 1)), new, old)
+    return jax.tree.map(keep, lanes_body(carry), carry)
+
+  return jax.lax.while_loop(lambda carry: jnp.any(lanes_cond(carry)), step, carry)
 
 
 def _shares(num_envs: int, episodes: int | None) -> jax.Array:
@@ -201,9 +229,12 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
     _check_seeds(num_seeds)
   if agent.top_level_update and agent.period is not None:
     return _iterate_on_top(env, agent, num_seeds, on_iteration)
-  run = loop_iterations(make_iteration(env, agent, steps_per_iteration), on_iteration)
+  iteration = make_iteration(env, agent, steps_per_iteration)
   if num_seeds is not None:
-    run = _over_seeds(run)
+    # the loop outside the vmap (not a vmap of the loop): one program either way, and host
+    # envs need it (JAX refuses their ordered effects in a vmap-ed loop); infos [N, S]
+    iteration = jax.vmap(iteration)
+  run = loop_iterations(iteration, on_iteration)
   compiled = programs.jit(run, kind, static_argnums=2, donate_argnums=0 if donate else ())
   seed_axis = int(num_seeds is not None)
 
@@ -216,8 +247,8 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
     # the rows past the count were never written: cut on the host, where a slice costs
     # nothing (on the device, every new count compiled a slice program, ~50 ms each: ~1.5 s
     # of a fused DQN CartPole run, whose calls vary in length)
-    rows = (slice(None),) * seed_axis + (slice(num_iterations),)
-    return sim, jax.tree.map(lambda x: x[rows], jax.device_get(infos))
+    rows = jax.tree.map(lambda x: x[:num_iterations], jax.device_get(infos))
+    return sim, jax.tree.map(lambda x: np.swapaxes(x, 0, 1), rows) if seed_axis else rows
 
   return run_chunk
 
@@ -283,7 +314,7 @@ def loop_iterations(iteration, on_iteration: Callable[[int], None] | None = None
   rows (those past ``count`` are zeros): one program for train phases of any length up to
   ``length`` (``make_run_chunk``; ``batchrl tune``'s side-by-side trials). With
   ``on_iteration``, every ``length // TICKS``-th iteration calls it with the iterations done
-  (a host callback: it may run on another thread, and once per seed under ``vmap``)."""
+  (a host callback: it may run on another thread)."""
   iteration = jax.jit(iteration)  # traced once: for the info shapes and for the loop body
 
   def run(sim: SimState, count: jax.Array, length: int):
@@ -302,13 +333,6 @@ def loop_iterations(iteration, on_iteration: Callable[[int], None] | None = None
     return jax.lax.fori_loop(0, count, body, (sim, rows))
 
   return run
-
-
-def _over_seeds(run):
-  def batched(sim: SimState, *args):
-    return jax.vmap(lambda s: run(s, *args))(sim)
-
-  return batched
 
 
 def _check_seeds(num_seeds) -> None:

@@ -2,9 +2,10 @@
 
 Environments are in-graph (gymnax: the whole train phase is one compiled program, and with
 ``seeds`` several independent runs are ``vmap``-ed in it) or host Gymnasium envs stepped by
-worker processes through an ``InGraphBatchEnv``. Resume is exact for the ``gymnax`` backend
-(the environment state is part of the checkpoint); with host environments the agent state
-is restored exactly and the environments start new episodes.
+worker processes through an ``InGraphBatchEnv`` (with ``seeds``, one host batch of every
+run's envs, stepped as lanes: one crossing a step for all the runs). Resume is exact for
+the ``gymnax`` backend (the environment state is part of the checkpoint); with host
+environments the agent state is restored exactly and the environments start new episodes.
 """
 from __future__ import annotations
 
@@ -30,16 +31,21 @@ from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import run_in_calls, schedule
 
 
+# --seeds: gymnax envs are vmap-ed with the agents; host envs step as lanes of one batch
+# (``InGraphBatchEnv``), every seed's envs in one crossing. EnvPool's XLA step has no lanes.
+SEEDED_BACKENDS = ("gymnax", "gymnasium")
+
+
 def check_seeds(exp: Experiment, seeds: int | None) -> None:
-  """``--seeds`` needs in-graph environments: checked before a run directory is made."""
+  """``--seeds`` needs gymnax or host environments: checked before a run directory is made."""
   if seeds is None:
     return
   if not isinstance(seeds, int) or seeds < 1:
     raise ConfigError(f"--seeds must be a positive int, got {seeds!r}.")
-  if exp.run.backend != "gymnax":
-    raise ConfigError("--seeds trains several agents in one compiled program and needs "
-                      f"in-graph environments (run.backend='gymnax'); {exp.name!r} uses "
-                      f"backend {exp.run.backend!r}.")
+  if exp.run.backend not in SEEDED_BACKENDS:
+    raise ConfigError("--seeds trains several agents in one compiled program, with gymnax "
+                      "environments or host ones (run.backend 'gymnax' or 'gymnasium'); "
+                      f"{exp.name!r} uses backend {exp.run.backend!r}.")
 
 
 class LocalTrainer:
@@ -50,7 +56,8 @@ class LocalTrainer:
     # before anything compiles: XLA's pool is sized when JAX's backend starts
     start_cpu_backend(exp.run.xla_threads)
     self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
-    self.env = build_env(exp.run)
+    host = exp.run.backend == "gymnasium"
+    self.env = build_env(exp.run, lanes=seeds if seeds and host else 1)
     self.agent = build_model(exp)
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
@@ -68,11 +75,11 @@ class LocalTrainer:
                                           on_iteration=tick, donate=True,
                                           kind=chunk_kind(exp.run))
     evaluate = fused.make_evaluate(self.env, self.agent, eval_steps(exp.run, self.env),
-                                   exp.run.eval_episodes)
-    self.evaluate = programs.jit(jax.vmap(evaluate, in_axes=(0, None)) if seeds else evaluate,
-                                 eval_kind(self.env, exp.run))
+                                   exp.run.eval_episodes, num_seeds=seeds)
+    self.evaluate = programs.jit(evaluate, eval_kind(self.env, exp.run))
     # restarts and summaries run for a moment: compiled without optimization
-    self.restart = programs.jit(functools.partial(simulation.restart, self.env), "once")
+    restart = functools.partial(simulation.restart, self.env)
+    self.restart = programs.jit(jax.vmap(restart) if seeds else restart, "once")
     agent_summary = self.agent.summarize or (lambda state: {"scalars": {}, "histograms": {}})
     first = (lambda state: jax.tree.map(lambda x: x[0], state)) if seeds else (lambda s: s)
     self._summarize = programs.jit(lambda state: agent_summary(first(state)), "once")
@@ -80,8 +87,9 @@ class LocalTrainer:
     self.iteration = 0
     # seeds are independent lanes: on a CPU, one part of them per core, side by side. Not
     # for a top-level update: it spreads itself over the cores, and two parts' updates at
-    # once hung (each one's host callback dispatches programs of its own)
-    split = seeds and not self.agent.top_level_update
+    # once hung (each one's host callback dispatches programs of its own). Nor for host
+    # envs: their lanes step in one host batch
+    split = seeds and not self.agent.top_level_update and not host
     self._parts = LaneSplit.for_backend(seeds) if split else LaneSplit(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs
