@@ -4,10 +4,12 @@
 # on a host crossing, and how fast `sac_mujoco` trains with four runs sharing one GPU (the
 # target: 1M steps in at most 15 minutes a run).
 #
-#   bash benchmarks/gpu_offpolicy.sh [OUTDIR]            # about 7 minutes on an H100/H200
+#   bash benchmarks/gpu_offpolicy.sh [OUTDIR]            # all three parts
+#   PARTS=seeds bash benchmarks/gpu_offpolicy.sh         # one part (step, shared, seeds)
 #   QUICK=1 bash benchmarks/gpu_offpolicy.sh /tmp/check  # the same steps, tiny, on a CPU
 #
-# It writes, under OUTDIR (default $OUT, else /tmp/gpu-offpolicy):
+# On the H200 (2026-11-30) `step` and `shared` took about 6 minutes together; `seeds` is
+# new. It writes, under OUTDIR (default $OUT, else /tmp/gpu-offpolicy):
 # - device.txt: the device, JAX and the CPU count;
 # - step.txt: `benchmarks/sac_step.py --blocks 1 8 64`: one process, time per environment
 #   step with K = 1, 8 and 64 (HalfCheetah-v5, the preset's values, no peers);
@@ -16,6 +18,10 @@
 #   which `batchrl bench --jobs 4` sets): K = 1 and 8, two seeds each, 50k steps of
 #   HalfCheetah-v5; the table's steps/s is each run's rate while sharing. Then K = 64, four
 #   seeds at once.
+# - seeds.txt: four runs in ONE process, `batchrl train --config sac_mujoco --seeds 4` (their
+#   envs stepped as lanes of one host batch), K = 1 and then K = 8, 50k steps each: the
+#   wall time and every run's evaluations (the runs side by side in one program, against
+#   the four processes of shared.txt).
 #
 # A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and
 # optax, but none of these three) takes them as wheels from .whl/ in the repository root,
@@ -51,17 +57,37 @@ else
   steps=50000; first=5000; every=10000
 fi
 
+parts=${PARTS:-step shared seeds}
+has() { [[ " $parts " == *" $1 "* ]]; }
+
 python3 -c 'import jax, os, mujoco, gymnasium
 d = jax.devices()[0]
 print(jax.default_backend(), d.device_kind, "x", jax.device_count(), "jax", jax.__version__,
       "mujoco", mujoco.__version__, "gymnasium", gymnasium.__version__, os.cpu_count(), "CPUs")
 ' 2>&1 | tee "$out/device.txt" || exit 1
 
-python3 benchmarks/sac_step.py --blocks 1 8 64 --skip-peers "${step_args[@]}" 2>&1 \
-  | tee "$out/step.txt"
+has step && python3 benchmarks/sac_step.py --blocks 1 8 64 --skip-peers "${step_args[@]}" \
+  2>&1 | tee "$out/step.txt"
 
 ratio() {  # K values, seeds: four runs at once on the one device
   python3 benchmarks/update_ratio.py --env HalfCheetah-v5 --ks $1 --seeds "$2" --jobs 4 \
     --steps "$steps" --first-update "$first" --eval-every "$every" --logdir "$work/ratio"
 }
-{ ratio "1 8" 2; ratio 64 4; } 2>&1 | tee "$out/shared.txt"
+has shared && { ratio "1 8" 2; ratio 64 4; } 2>&1 | tee "$out/shared.txt"
+
+together() {  # K: four runs in one process, their envs stepped as lanes of one host batch
+  local start=$SECONDS
+  python3 -m batchrl train --config sac_mujoco --seeds 4 --logdir "$work/seeds" \
+    --timestamp "K$1" --no-progress --set steps="$steps" --set first_update="$first" \
+    --set eval_every="$every" --set report_every="$every" --set checkpoint_every="$steps" \
+    --set update_frequency="$1" --set repeat_update="$1" 2>&1 | grep -v " INFO "
+  echo "K = $1, 4 seeds in one process, $steps steps each: $((SECONDS - start)) s from start"\
+    "to exit; $(( 4 * steps / (SECONDS - start + 1) )) steps/s over the four"
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+  r = json.loads(line)
+  if r["phase"] == "eval":
+    print(r["step"], [round(r.get(f"seed{i}/mean_score") or float("nan")) for i in range(4)])
+' "$work/seeds/K$1-sac_mujoco/metrics.jsonl"
+}
+has seeds && { together 1; together 8; } 2>&1 | tee "$out/seeds.txt"
