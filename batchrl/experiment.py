@@ -48,7 +48,7 @@ def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,
           ray: Any = None) -> dict[str, Any]:
   """Trains (or resumes) the run in ``run_dir`` in this process; returns the last eval
   metrics. ``seeds``: train that many independent agents in one compiled program (gymnax
-  backend only). ``ray`` is no longer taken here: Ray training is
+  or host gymnasium envs). ``ray`` is no longer taken here: Ray training is
   ``batchrl.distributed.train(exp, run_dir, RayOptions(...))``."""
   if ray is not None:
     raise UserInputError("experiment.train(..., ray=...) moved: call batchrl.distributed."

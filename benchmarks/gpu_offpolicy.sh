@@ -79,10 +79,11 @@ together() {  # K: four runs in one process, their envs stepped as lanes of one 
   local start=$SECONDS
   python3 -m batchrl train --config sac_mujoco --seeds 4 --logdir "$work/seeds" \
     --timestamp "K$1" --no-progress --set steps="$steps" --set first_update="$first" \
-    --set eval_every="$every" --set report_every="$every" --set checkpoint_every="$steps" \
+    --set eval_every="$every" --set report_every="$every" --set checkpoint_every="$every" \
     --set update_frequency="$1" --set repeat_update="$1" 2>&1 | grep -v " INFO "
-  echo "K = $1, 4 seeds in one process, $steps steps each: $((SECONDS - start)) s from start"\
-    "to exit; $(( 4 * steps / (SECONDS - start + 1) )) steps/s over the four"
+  local wall=$(( SECONDS - start > 0 ? SECONDS - start : 1 ))
+  echo "K = $1, 4 seeds in one process, $steps steps each: $wall s from start to exit;"\
+    "$(( 4 * steps / wall )) steps/s over the four (checkpoints as in shared.txt)"
   python3 -c 'import json, sys
 for line in open(sys.argv[1]):
   r = json.loads(line)

@@ -145,6 +145,20 @@ def test_seeds_train_independent_actor_critic_agents_in_one_program(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:train report at step")  # no episode ends in training
+def test_one_seed_with_host_envs_trains_as_a_seeds_run(tmp_path):
+  """``--seeds 1`` with host envs: one lane, under the seeds' ``vmap`` like K of them."""
+  exp = configs.apply_overrides(configs.get("sac_pendulum"), TINY + ["eval_steps=20"])
+  trainer = experiment.Trainer(exp, tmp_path, seeds=1)
+  try:
+    assert trainer.sim.obs.shape == (1, 4, 3)
+    metrics = trainer.train_phase(8)
+    assert metrics["iterations"] == 8 and np.isfinite(metrics["critic_loss"])
+    assert "seed0/mean_score" in trainer.eval_phase()
+  finally:
+    trainer.close()
+
+
+@pytest.mark.filterwarnings("ignore:train report at step")  # no episode ends in training
 def test_seeds_with_host_envs_train_in_one_program_and_resume(tmp_path):
   """``--seeds 2`` with host Pendulums (``sac_pendulum``): the two runs' envs step as lanes
   of one host batch, each run is reported on its own, one of them exports, and a trainer

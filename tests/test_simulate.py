@@ -252,9 +252,18 @@ def test_ingraph_lanes_step_every_lane_in_one_host_call():
     np.testing.assert_array_equal(np.asarray(ro.done[:, t]).reshape(6), term | trunc)
 
 
+def test_ingraph_one_lane_steps_under_a_vmap_of_one():
+  """``lanes=1`` (``--seeds 1``): the plain batch, stepped under a ``vmap`` of axis 1."""
+  env = InGraphBatchEnv(_host_cartpoles(3), lanes=1)
+  keys = jax.random.split(jax.random.key(0), 1)
+  obs, state = jax.jit(jax.vmap(env.reset))(keys)
+  out = jax.jit(jax.vmap(env.step))(keys, state, jnp.zeros((1, 3), jnp.int32))
+  assert obs.shape == out.obs.shape == (1, 3, 4) and out.state.tolist() == [1]
+
+
 def test_ingraph_lanes_refuse_a_wrong_split_and_a_step_outside_vmap():
-  with pytest.raises(ValueError, match="lanes must be a positive int dividing the host "
-                     "env's 3 envs, got 2"):
+  with pytest.raises(ValueError, match="lanes must be None or a positive int dividing the "
+                     "host env's 3 envs, got 2"):
     InGraphBatchEnv(_host_cartpoles(3), lanes=2)
   env = InGraphBatchEnv(_host_cartpoles(4), lanes=2)
   with pytest.raises(Exception, match="holds 2 lanes of 2 envs: step and reset it under "

@@ -15,8 +15,8 @@ Lanes (``lanes=S``, what ``batchrl train --seeds S`` builds for host envs): the 
 of ``S x N`` envs is ``S`` independent lanes of ``N`` envs each, stepped under ``jax.vmap``
 over the lanes. The lanes' actions then cross to the host together, in ONE call, and the
 whole batch steps there: S runs in one program pay for one crossing a step, not S. On a
-GPU, where runs in separate processes take turns on the device (measured: docs/gpu.md),
-that is how several host runs can share it. Such an env must
+GPU it is meant to let several host runs share the device better than separate processes
+do (docs/gpu.md; not measured there yet). Such an env must
 be stepped under a ``vmap`` of axis size ``S`` (``jax.custom_batching.custom_vmap``; JAX
 refuses ordered effects under ``vmap`` otherwise) and never inside a ``vmap``-ed loop: loop
 outside, ``vmap`` the loop's body (``batchrl.train.fused`` does).
@@ -104,31 +104,33 @@ class InGraphBatchEnv:
   The in-graph ``state`` is a step counter; the real environment state lives in the host
   env. ``reset(key)`` seeds the host env from ``key`` (reproducible for the same key).
   ``lanes``: the host env's envs split into that many lanes of ``num_envs`` each, stepped
-  under ``jax.vmap`` over the lanes (the module doc).
+  under ``jax.vmap`` over the lanes (the module doc); one lane too (``--seeds 1``). None
+  (the default): a plain batch, never under ``vmap``.
   """
 
   batch_env: Any
-  lanes: int = 1
+  lanes: int | None = None
 
   def __post_init__(self):
     _check_autoreset(self.batch_env)
     _check_space(self.single_observation_space, "observation", allow_dict=True)
     _check_space(self.single_action_space, "action")
     total = int(self.batch_env.num_envs)
-    if not isinstance(self.lanes, int) or self.lanes < 1 or total % self.lanes:
-      raise ValueError(f"lanes must be a positive int dividing the host env's {total} envs, "
-                       f"got {self.lanes!r}.")
+    if self.lanes is not None and (not isinstance(self.lanes, int) or self.lanes < 1
+                                   or total % self.lanes):
+      raise ValueError(f"lanes must be None or a positive int dividing the host env's {total} "
+                       f"envs, got {self.lanes!r}.")
     self._obs_struct = _structs(self.single_observation_space, total)
     self._float = jax.ShapeDtypeStruct((total,), np.float32)
     self._bool = jax.ShapeDtypeStruct((total,), np.bool_)
-    if self.lanes > 1:
+    if self.lanes is not None:
       self.reset = _over_lanes(self._lanes_reset, self.lanes, self._unbatched)
       self.step = _over_lanes(self._lanes_step, self.lanes, self._unbatched)
 
   @property
   def num_envs(self) -> int:
     """Envs per lane (all of the host env's with one lane)."""
-    return int(self.batch_env.num_envs) // self.lanes
+    return int(self.batch_env.num_envs) // (self.lanes or 1)
 
   @property
   def single_observation_space(self) -> gym.Space:

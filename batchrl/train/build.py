@@ -35,12 +35,13 @@ def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
   return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
 
 
-def build_env(run: RunConfig, restart=None, lanes: int = 1):
+def build_env(run: RunConfig, restart=None, lanes: int | None = None):
   """The batched in-graph env of a run: a gymnax ``VecEnv`` or an ``InGraphBatchEnv``
   (``restart``: the host ``BatchEnv``'s ``RestartPolicy``, None = failures raise).
   ``lanes``: host envs only, ``lanes`` independent batches of ``run.num_envs`` envs stepped
-  together (``InGraphBatchEnv``'s lanes: several seeds of a host run in one program)."""
-  if lanes != 1 and run.backend != "gymnasium":
+  together under ``vmap`` (``InGraphBatchEnv``'s lanes: the seeds of a host run in one
+  program); None: one batch, not under ``vmap``."""
+  if lanes is not None and run.backend != "gymnasium":
     raise ValueError(f"lanes are for host envs (backend 'gymnasium'), not {run.backend!r}.")
   if run.backend == "gymnax":
     overrides = {} if run.max_length is None else {"max_steps_in_episode": run.max_length}
@@ -49,7 +50,7 @@ def build_env(run: RunConfig, restart=None, lanes: int = 1):
     return preprocess(pool_env(run), run)
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
                                   atari=run.atari)
-  total = run.num_envs * lanes
+  total = run.num_envs * (lanes or 1)
   workers = min(run.num_workers, total)
   # infos=False: the in-graph env reads only final observations from them
   host = BatchEnv([constructor] * total, num_workers=workers, seed=run.seed,

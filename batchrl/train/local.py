@@ -57,7 +57,7 @@ class LocalTrainer:
     start_cpu_backend(exp.run.xla_threads)
     self.exp, self.run_dir, self.seeds = exp, Path(run_dir), seeds
     host = exp.run.backend == "gymnasium"
-    self.env = build_env(exp.run, lanes=seeds if seeds and host else 1)
+    self.env = build_env(exp.run, lanes=seeds if host else None)
     self.agent = build_model(exp)
     self.steps_per_iteration = exp.run.num_envs * self.agent.period
     self.plan = schedule(exp.run, self.steps_per_iteration)
@@ -117,7 +117,7 @@ class LocalTrainer:
     save_checkpoint(self)
 
   def _tick(self, done) -> None:
-    """From the compiled chunk: ``done`` iterations of the call (per seed, per part)."""
+    """From the compiled chunk: ``done`` iterations of the call (per part)."""
     self._hear(self._call_start + int(np.max(done)))
 
   def _hear(self, done: int) -> None:
