@@ -58,6 +58,10 @@ else
 fi
 
 parts=${PARTS:-step shared seeds}
+for part in $parts; do
+  case $part in step|shared|seeds) ;; *) echo "PARTS: unknown part '$part' (valid: step shared" \
+    "seeds)" >&2; exit 2;; esac
+done
 has() { [[ " $parts " == *" $1 "* ]]; }
 
 python3 -c 'import jax, os, mujoco, gymnasium
@@ -88,7 +92,8 @@ together() {  # K: four runs in one process, their envs stepped as lanes of one 
 for line in open(sys.argv[1]):
   r = json.loads(line)
   if r["phase"] == "eval":
-    print(r["step"], [round(r.get(f"seed{i}/mean_score") or float("nan")) for i in range(4)])
+    print(r["step"], " ".join(f"{r.get(f'seed{i}/mean_score') or float('nan'):.0f}"
+                               for i in range(4)))
 ' "$work/seeds/K$1-sac_mujoco/metrics.jsonl"
 }
 has seeds && { together 1; together 8; } 2>&1 | tee "$out/seeds.txt"

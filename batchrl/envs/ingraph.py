@@ -123,9 +123,9 @@ class InGraphBatchEnv:
     self._obs_struct = _structs(self.single_observation_space, total)
     self._float = jax.ShapeDtypeStruct((total,), np.float32)
     self._bool = jax.ShapeDtypeStruct((total,), np.bool_)
-    if self.lanes is not None:
-      self.reset = _over_lanes(self._lanes_reset, self.lanes, self._unbatched)
-      self.step = _over_lanes(self._lanes_step, self.lanes, self._unbatched)
+    if self.lanes is not None:  # every lane's reset and step in one host call under vmap
+      self._vmapped_reset = _over_lanes(self._reset_all_lanes, self.lanes, self._unbatched)
+      self._vmapped_step = _over_lanes(self._step_all_lanes, self.lanes, self._unbatched)
 
   @property
   def num_envs(self) -> int:
@@ -165,25 +165,35 @@ class InGraphBatchEnv:
   # -- graph side -----------------------------------------------------------------------
 
   def reset(self, key):
+    return self._batch_reset(key) if self.lanes is None else self._vmapped_reset(key)
+
+  def step(self, key, state, action) -> EnvStep:
+    if self.lanes is None:
+      return self._batch_step(key, state, action)
+    return self._vmapped_step(key, state, action)
+
+  def _batch_reset(self, key):
+    """The whole host batch reset in one call."""
     seed = jax.random.randint(key, (), 0, np.iinfo(np.int32).max)
     obs = host_call(self._host_reset, self._obs_struct, seed)
     return obs, jnp.int32(0)
 
-  def step(self, key, state, action) -> EnvStep:
+  def _batch_step(self, key, state, action) -> EnvStep:
+    """The whole host batch stepped in one call."""
     del key  # the host envs own their randomness (seeded at reset)
     structs = (self._obs_struct, self._float, self._bool, self._bool, self._obs_struct)
     obs, reward, terminated, truncated, final_obs = host_call(self._host_step, structs, action)
     return EnvStep(obs, state + 1, reward, terminated, truncated, final_obs, {})
 
-  def _lanes_reset(self, keys):
+  def _reset_all_lanes(self, keys):
     """``reset`` of every lane at once: one host reset of the whole batch, seeded from the
     first lane's key (the host env seeds each of its envs apart)."""
-    obs, _ = InGraphBatchEnv.reset(self, keys[0])
+    obs, _ = self._batch_reset(keys[0])
     return _split_lanes(obs, self.lanes), jnp.zeros((self.lanes,), jnp.int32)
 
-  def _lanes_step(self, keys, state, action) -> EnvStep:
+  def _step_all_lanes(self, keys, state, action) -> EnvStep:
     """``step`` of every lane at once: their actions ``[S, N, ...]`` in one host call."""
-    out = InGraphBatchEnv.step(self, keys, state, _join_lanes(action))
+    out = self._batch_step(keys, state, _join_lanes(action))
     lanes = lambda x: _split_lanes(x, self.lanes)  # noqa: E731
     return EnvStep(lanes(out.obs), out.state, lanes(out.reward), lanes(out.terminated),
                    lanes(out.truncated), lanes(out.final_obs), {})
