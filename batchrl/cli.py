@@ -16,7 +16,7 @@
                  [--ray [--address ADDR] [--max-failures F] | --runners N [--address ADDR]]
                  [--no-tensorboard]
     batchrl plot RUN... [--x steps|time] [--metric mean_score] [--out plot.png]
-    batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--only ITEMS]
+    batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--lanes] [--only ITEMS]
                   [--report FILE.md] [--report-only] | --list
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
@@ -212,6 +212,10 @@ def _add_bench_parser(sub) -> None:
                      help="runs at once, each pinned to its share of the cores (default 1)")
   bench.add_argument("--seeds", type=int, metavar="S",
                      help="seeds 0 to S-1 of every entry (default: the suite's, 3 for most)")
+  bench.add_argument("--lanes", action="store_true", help="train each entry's seeds in one "
+                     "run (batchrl train --seeds S: one program, their environments stepped "
+                     "together), for a GPU, where processes sharing it add up to little; "
+                     "give it to --report too")
   bench.add_argument("--only", metavar="ITEMS", help="train only these entries: "
                      "comma-separated configs, environments or CONFIG:ENV (e.g. td3_mujoco, "
                      "sac_mujoco:Ant-v5); the report still covers every run that exists")
@@ -462,15 +466,18 @@ def _bench(args) -> int:
   seeds = suite.seeds if args.seeds is None else args.seeds
   result = {"failed": [], "stopped": False}
   if not args.report_only:
-    runs.plan(trained, seeds)  # bad configs or seeds fail before anything starts
-    result = runs.run_suite(trained, args.logdir, seeds=seeds, jobs=args.jobs)
+    runs.plan(trained, seeds, args.lanes)  # bad configs or seeds fail before anything runs
+    result = runs.run_suite(trained, args.logdir, seeds=seeds, jobs=args.jobs,
+                            lanes=args.lanes)
     log.info("bench %s: %d runs trained, %d finished earlier, %d failed%s", suite.name,
              len(result["ran"]), len(result["skipped"]), len(result["failed"]),
              "; stopped: the same command resumes" if result["stopped"] else "")
   if args.report:
     command = shlex.join(["batchrl", "bench", "--suite", suite.name, "--logdir", args.logdir,
-                          "--seeds", str(seeds), "--jobs", str(args.jobs)])
-    print(f"Wrote {report.write_report(suite, args.logdir, args.report, seeds, command)}")
+                          "--seeds", str(seeds), "--jobs", str(args.jobs)]
+                         + (["--lanes"] if args.lanes else []))
+    written = report.write_report(suite, args.logdir, args.report, seeds, command, args.lanes)
+    print(f"Wrote {written}")
   if result["stopped"]:
     return 130
   if result["failed"]:

@@ -5,7 +5,7 @@
 # target: 1M steps in at most 15 minutes a run).
 #
 #   bash benchmarks/gpu_offpolicy.sh [OUTDIR]            # all three parts
-#   PARTS=seeds bash benchmarks/gpu_offpolicy.sh         # one part (step, shared, seeds)
+#   PARTS=seeds bash benchmarks/gpu_offpolicy.sh         # one part (step, shared, seeds, m1m)
 #   QUICK=1 bash benchmarks/gpu_offpolicy.sh /tmp/check  # the same steps, tiny, on a CPU
 #
 # On the H200 (2026-11-30) `step` and `shared` took about 6 minutes together; `seeds` is
@@ -22,6 +22,12 @@
 #   envs stepped as lanes of one host batch), K = 1 and then K = 8, 50k steps each: the
 #   wall time and every run's evaluations (the runs side by side in one program, against
 #   the four processes of shared.txt).
+# - m1m.txt, m1m.md, m1m-records/: not in the default PARTS. The `mujoco-1m` suite's
+#   `sac_mujoco` HalfCheetah-v5 entry, four seeds as lanes of one run (`batchrl bench
+#   --lanes`), stopped after M1M_SECONDS (default 480; SIGTERM: the run saves a checkpoint)
+#   and reported: how far 1M steps get, the 100k/300k rows if it gets there. Its logdir is
+#   benchmarks/results/mujoco-1m-lanes (git-ignored: a warm machine keeps it between calls,
+#   so the same call continues the run); the records come back in m1m-records/.
 #
 # A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and
 # optax, but none of these three) takes them as wheels from .whl/ in the repository root,
@@ -59,8 +65,8 @@ fi
 
 parts=${PARTS:-step shared seeds}
 for part in $parts; do
-  case $part in step|shared|seeds) ;; *) echo "PARTS: unknown part '$part' (valid: step shared" \
-    "seeds)" >&2; exit 2;; esac
+  case $part in step|shared|seeds|m1m) ;; *) echo "PARTS: unknown part '$part' (valid: step" \
+    "shared seeds m1m)" >&2; exit 2;; esac
 done
 has() { [[ " $parts " == *" $1 "* ]]; }
 
@@ -97,3 +103,14 @@ for line in open(sys.argv[1]):
 ' "$work/seeds/K$1-sac_mujoco/metrics.jsonl"
 }
 has seeds && { together 1; together 8; } 2>&1 | tee "$out/seeds.txt"
+
+m1m() {  # four seeds of sac_mujoco HalfCheetah-v5 at 1M as one run, stopped after a while
+  local logdir=benchmarks/results/mujoco-1m-lanes
+  timeout -k 120 "${M1M_SECONDS:-480}" python3 -m batchrl bench --suite mujoco-1m --only \
+    sac_mujoco:HalfCheetah-v5 --seeds 4 --lanes --logdir "$logdir" --report "$out/m1m.md"
+  echo "bench exit code $? (124: stopped after M1M_SECONDS, with a checkpoint; the same call"\
+    "continues it)"
+  python3 benchmarks/keep_records.py "$logdir" --unfinished --into "$out/m1m-records"
+  tail -n 3 "$logdir"/runs/*/metrics.jsonl
+}
+has m1m && m1m 2>&1 | tee "$out/m1m.txt"

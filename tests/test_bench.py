@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,60 @@ def test_a_suite_is_planned_seed_by_seed_with_each_runs_command():
                                   "--set env=HalfCheetah-v5 --set steps=300000")
   classic = runs.plan(suites.suite("classic"), 1)
   assert classic[0].env == "CartPole-v1" and classic[0].steps == 512_000  # the config's own
+
+
+def test_with_lanes_each_entry_trains_its_seeds_in_one_run():
+  planned = runs.plan(suites.suite("mujoco-300k"), 3, lanes=True)
+  assert len(planned) == 12  # one run per entry, every seed in it
+  first = planned[0]
+  assert first.name == "HalfCheetah-v5-lanes3-sac_mujoco" and first.lane_indices == [0, 1, 2]
+  assert first.user_command() == ("batchrl train --config sac_mujoco --seed 0 --seeds 3 "
+                                  "--set env=HalfCheetah-v5 --set steps=300000")
+  assert first.row_command() == first.user_command()  # it trains the row's every seed
+  argv = first.argv(Path("bench"))
+  assert argv[argv.index("--seeds") + 1] == "3" and argv[argv.index("--seed") + 1] == "0"
+  plain = runs.plan(suites.suite("mujoco-300k"), 3)[0]
+  assert plain.lane_indices == [None] and "--seeds" not in plain.argv(Path("bench"))
+  assert plain.row_command().startswith("batchrl train --config sac_mujoco --seed S --set")
+  with pytest.raises(ConfigError, match="'pqn_atari' uses backend 'envpool'"):
+    runs.plan(Suite("x", "x", (Entry("pqn_atari"),)), 2, lanes=True)
+
+
+def _write_lanes_run(logdir, run, wall: float) -> None:
+  """The records of a finished two-seed lanes run: each seed's evaluations and training
+  episodes under ``seed<i>/``, the whole run's under the plain keys."""
+  directory = runs.run_dir(logdir, run)
+  directory.mkdir(parents=True)
+  records = []
+  for step, scores, episodes in ((50, (1.0, 3.0), (2, 1)), (100, (5.0, 9.0), (1, 3))):
+    records.append({"step": step, "phase": "train", "wall_time": step, "mean_score": 0.0,
+                    "episodes": float(sum(episodes)),
+                    **{f"seed{i}/mean_score": 10.0 * s for i, s in enumerate(scores)},
+                    **{f"seed{i}/episodes": float(n) for i, n in enumerate(episodes)}})
+    records.append({"step": step, "phase": "eval", "wall_time": step + 1,
+                    "mean_score": sum(scores) / 2,
+                    **{f"seed{i}/mean_score": s for i, s in enumerate(scores)}})
+  (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  runs.record_sitting(logdir, run, 0.0, wall, 0)
+
+
+def test_the_report_reads_each_seed_of_a_lanes_run(tmp_path):
+  logdir = tmp_path / "bench"
+  suite = Suite("two", "", (Entry("sac_mujoco", env="Pendulum-v1", steps=100),), seeds=2,
+                budgets=(50,))
+  (run,) = runs.plan(suite, 2, lanes=True)
+  _write_lanes_run(logdir, run, wall=20.0)
+  assert report.evaluations(logdir, run, 1) == [(50, 3.0), (100, 9.0)]
+  assert report.training_reports(logdir, run, 0) == [(50, 2.0, 10.0), (100, 1.0, 50.0)]
+  at50, end = report.rows(suite, logdir, 2, lanes=True)
+  assert (at50["final"], at50["best"], at50["seeds"]) == ([1.0, 3.0], [1.0, 3.0], 2)
+  assert end["final"] == [5.0, 9.0] and end["train"] == [50.0, 90.0]
+  assert end["wall_s"] == [20.0] and end["steps_per_s"] == [5.0]  # one run, each seed's pace
+  assert end["command"] == ("batchrl train --config sac_mujoco --seed 0 --seeds 2 "
+                            "--set env=Pendulum-v1 --set steps=100")
+  assert "| 100 | 2/2 in one run | 7 ± 2 |" in report.table([end])
+  # the same logdir read as runs of one seed each holds nothing yet: pending, not wrong
+  assert report.rows(suite, logdir, 2)[1]["final"] == []
 
 
 def test_entries_of_one_config_and_env_are_told_apart_by_their_label():
@@ -171,6 +226,22 @@ def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_p
   assert [p.name for p in curves] == ["cartpole_fused-CartPole-v1.png",
                                       "pqn_cartpole_fused-CartPole-v1.png"]
   assert "![cartpole_fused CartPole-v1](smoke-curves/cartpole_fused-CartPole-v1.png)" in text
+
+
+@pytest.mark.gymnax  # the run is fused CartPole (gymnax)
+def test_lanes_train_an_entrys_seeds_in_one_run_and_report_each(tmp_path):
+  logdir, out = tmp_path / "bench", tmp_path / "lanes.md"
+  argv = ["bench", "--suite", "smoke", "--logdir", str(logdir), "--seeds", "2", "--lanes",
+          "--only", "cartpole_fused", "--report", str(out)]
+  assert cli.main(argv) == 0
+  (run, _) = runs.plan(suites.suite("smoke"), 2, lanes=True)
+  assert runs.read_state(logdir, run)["finished"]
+  assert [report.evaluations(logdir, run, lane)[-1][0] for lane in (0, 1)] == [4096, 4096]
+  assert all(report.training_reports(logdir, run, 1)[-1][1:])  # its own episodes, return
+  text = out.read_text()
+  assert "| cartpole_fused | CartPole-v1 | 4096 | 2/2 in one run |" in text
+  assert "`batchrl train --config cartpole_fused --seed 0 --seeds 2 --set steps=4096" in text
+  assert "--lanes" in text and "Each row's seeds trained in one run" in text
 
 
 @pytest.mark.gymnax  # the runs are fused CartPole (gymnax)

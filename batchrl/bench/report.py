@@ -39,13 +39,25 @@ PACKAGES = ("batchrl", "jax", "jaxlib", "gymnasium", "gymnax", "mujoco", "envpoo
 # ------------------------------------------------------------------ reading runs
 
 
-def evaluations(logdir: Path, run: bench_runs.Run) -> list[tuple[int, float]]:
-  """``(step, mean greedy score)`` of every evaluation the run logged so far."""
+def _records(logdir: Path, run: bench_runs.Run, phase: str) -> list[dict]:
   directory = bench_runs.run_dir(logdir, run)
   if not (directory / plot.METRICS_FILE).is_file():
     return []
-  return [(int(r["step"]), float(r["mean_score"])) for r in plot.read_records(directory)
-          if r.get("phase") == "eval" and r.get("mean_score") is not None]
+  return [r for r in plot.read_records(directory) if r.get("phase") == phase]
+
+
+def _key(metric: str, lane: int | None) -> str:
+  """A metric of one seed: a lanes run (``--seeds``) logs ``seed<i>/<metric>`` per seed."""
+  return metric if lane is None else f"seed{lane}/{metric}"
+
+
+def evaluations(logdir: Path, run: bench_runs.Run,
+                lane: int | None = None) -> list[tuple[int, float]]:
+  """``(step, mean greedy score)`` of every evaluation the run logged so far (of its seed
+  ``lane`` for a lanes run)."""
+  key = _key("mean_score", lane)
+  return [(int(r["step"]), float(r[key])) for r in _records(logdir, run, "eval")
+          if r.get(key) is not None]
 
 
 def at_budget(evals: list[tuple[int, float]], budget: int) -> tuple[float, float] | None:
@@ -69,18 +81,17 @@ def reading_step(reports: list[tuple[int, float, float]], budget: int) -> int:
 TRAIN_WINDOW = 0.1
 
 
-def training_reports(logdir: Path, run: bench_runs.Run) -> list[tuple[int, float, float]]:
+def training_reports(logdir: Path, run: bench_runs.Run,
+                     lane: int | None = None) -> list[tuple[int, float, float]]:
   """``(step, episodes ended, their mean return)`` of every training report (0 episodes
-  and a NaN return where none ended: the report still says how far the run got)."""
-  directory = bench_runs.run_dir(logdir, run)
-  if not (directory / plot.METRICS_FILE).is_file():
-    return []
+  and a NaN return where none ended: the report still says how far the run got); of seed
+  ``lane`` for a lanes run."""
+  score, episodes = _key("mean_score", lane), _key("episodes", lane)
   out = []
-  for r in plot.read_records(directory):
-    if r.get("phase") == "train":
-      ended = r.get("mean_score") is not None and bool(r.get("episodes"))
-      out.append((int(r["step"]), float(r["episodes"]) if ended else 0.0,
-                  float(r["mean_score"]) if ended else float("nan")))
+  for r in _records(logdir, run, "train"):
+    ended = r.get(score) is not None and bool(r.get(episodes))
+    out.append((int(r["step"]), float(r[episodes]) if ended else 0.0,
+                float(r[score]) if ended else float("nan")))
   return out
 
 
@@ -105,36 +116,41 @@ def wall_seconds(state: dict) -> float:
 # ------------------------------------------------------------------ the table
 
 
-def rows(suite: Suite, logdir, seeds: int) -> list[dict]:
-  """One row per entry and budget (the suite's budgets below the entry's, then its end)."""
+def seeds_of(runs: list[bench_runs.Run]) -> list[tuple[bench_runs.Run, int | None]]:
+  """Every seed of ``runs`` as ``(run, lane)``: a run of one seed once (lane None), a lanes
+  run once per seed it trains."""
+  return [(run, lane) for run in runs for lane in run.lane_indices]
+
+
+def rows(suite: Suite, logdir, seeds: int, lanes: bool = False) -> list[dict]:
+  """One row per entry and budget (the suite's budgets below the entry's, then its end);
+  ``lanes``: the suite was trained with each entry's seeds in one run."""
   logdir = Path(logdir)
-  planned = bench_runs.plan(suite, seeds)
+  planned = bench_runs.plan(suite, seeds, lanes)
   out = []
   for entry in suite.entries:
     mine = [r for r in planned if r.entry == entry]
     first = mine[0]
     agent = REGISTRY.get(entry.config).agent
-    evals = {r.seed: evaluations(logdir, r) for r in mine}
-    trained = {r.seed: training_reports(logdir, r) for r in mine}
-    states = {r.seed: bench_runs.read_state(logdir, r) for r in mine}
-    finished = [r for r in mine if states[r.seed]["finished"]]
-    walls = [wall_seconds(states[r.seed]) for r in finished]
+    evals = [evaluations(logdir, r, lane) for r, lane in seeds_of(mine)]
+    trained = [training_reports(logdir, r, lane) for r, lane in seeds_of(mine)]
+    states = [bench_runs.read_state(logdir, r) for r in mine]
+    walls = [wall_seconds(state) for state in states if state["finished"]]
     budgets = [b for b in suite.budgets if b < first.steps] + [first.steps]
     for budget in budgets:
-      ends = {r.seed: reading_step(trained[r.seed], budget) for r in mine}
-      scores = [s for s in (at_budget(evals[r.seed], ends[r.seed]) for r in mine)
-                if s is not None]
+      ends = [reading_step(reports, budget) for reports in trained]
+      scores = [s for s in map(at_budget, evals, ends) if s is not None]
       out.append({
           "config": entry.config + (f" ({entry.label})" if entry.label else ""),
           "agent": agent, "env": first.env, "budget": budget,
-          "end": budget == first.steps, "seeds": len(scores), "planned": len(mine),
-          "final": [f for f, _ in scores], "best": [b for _, b in scores],
-          "train": [t for t in (train_return_at(trained[r.seed], ends[r.seed]) for r in mine)
-                    if t is not None],
+          "end": budget == first.steps, "seeds": len(scores), "planned": len(evals),
+          "lanes": first.lanes, "final": [f for f, _ in scores],
+          "best": [b for _, b in scores],
+          "train": [t for t in map(train_return_at, trained, ends) if t is not None],
           "wall_s": walls if budget == first.steps else [],
           "steps_per_s": ([first.steps / w for w in walls if w > 0]
                           if budget == first.steps else []),
-          "command": first.user_command().replace(" --seed 0", " --seed S"),
+          "command": first.row_command(),
           "references": references(agent, first.env)})
   return out
 
@@ -164,8 +180,9 @@ def table(rows_: list[dict]) -> str:
     rate = f"{np.mean(r['steps_per_s']):.0f}" if r["steps_per_s"] else ""
     published = "; ".join(ref.text() for ref in r["references"]) or "-"
     command = f"`{r['command']}`" if r["end"] else ""
+    together = " in one run" if r.get("lanes") else ""
     lines.append(f"| {r['config']} | {r['env']} | {steps_text(r['budget'])} | "
-                 f"{r['seeds']}/{r['planned']} | {_mean_spread(r['final'])} | "
+                 f"{r['seeds']}/{r['planned']}{together} | {_mean_spread(r['final'])} | "
                  f"{_mean_spread(r['best'])} | {_mean_spread(r['train'], '-')} | {wall} | "
                  f"{rate} | {published} | {command} |")
   return "\n".join(lines)
@@ -226,23 +243,24 @@ def seed_curve(label: str, per_seed: list[list[tuple[int, float]]],
                     np.array([min(v) for v in values]), np.array([max(v) for v in values]))
 
 
-def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str, Path]:
+def write_curves(suite: Suite, logdir, seeds: int, directory: Path,
+                 lanes: bool = False) -> dict[str, Path]:
   """One PNG per entry with the greedy evaluations (seeds' mean and band), the training
   returns dashed (each report's episodes) and the published scores dotted: ``{run name
   without seed: path}``. Needs matplotlib (``batchrl[plot]``)."""
   logdir = Path(logdir)
   written = {}
-  planned = bench_runs.plan(suite, seeds)
+  planned = bench_runs.plan(suite, seeds, lanes)
   for entry in suite.entries:
     mine = [r for r in planned if r.entry == entry]
     label = f"{entry.config} {entry.label or mine[0].env}"
-    per_seed = [e for e in (evaluations(logdir, r) for r in mine) if e]
+    per_seed = [e for e in (evaluations(logdir, r, lane) for r, lane in seeds_of(mine)) if e]
     seeds_text = f"{len(per_seed)} seed{'s' if len(per_seed) != 1 else ''}"
     curve = seed_curve(f"{label} ({seeds_text})", per_seed)
     if curve is None:
       continue
-    trained = [[(step, score) for step, n, score in training_reports(logdir, r) if n > 0]
-               for r in mine]
+    trained = [[(step, score) for step, n, score in training_reports(logdir, r, lane)
+                if n > 0] for r, lane in seeds_of(mine)]
     train_curve = seed_curve(curve.run, [t for t in trained if t], phase="train")
     refs = tuple((ref.text(), ref.score)
                  for ref in references(REGISTRY.get(entry.config).agent, mine[0].env))
@@ -258,15 +276,17 @@ def write_curves(suite: Suite, logdir, seeds: int, directory: Path) -> dict[str,
 # ------------------------------------------------------------------ the file
 
 
-def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
+def write_report(suite: Suite, logdir, out, seeds: int, command: str,
+                 lanes: bool = False) -> Path:
   """The report of ``suite`` as Markdown at ``out``, curves beside it in
-  ``<out stem>-curves/``; returns the file written."""
+  ``<out stem>-curves/``; returns the file written. ``lanes``: the suite was trained with
+  each entry's seeds in one run (``batchrl bench --lanes``)."""
   out = Path(out)
   if out.suffix.lower() != ".md":
     raise UserInputError(f"--report writes Markdown: give a file ending in .md, got {out}.")
-  rows_ = rows(suite, logdir, seeds)
+  rows_ = rows(suite, logdir, seeds, lanes)
   try:
-    curves = write_curves(suite, logdir, seeds, out.parent / f"{out.stem}-curves")
+    curves = write_curves(suite, logdir, seeds, out.parent / f"{out.stem}-curves", lanes)
     curve_lines = [f"![{label}]({os.path.relpath(path, out.parent)})"
                    for label, path in curves.items()]
   except UserInputError as e:  # matplotlib missing: the table without curves
@@ -288,5 +308,9 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str) -> Path:
       "run (start-up, compilation and evaluations included). Published figures are other "
       "code on other machines, with their settings named; the command trains one seed of "
       "the row (S = 0, 1, ...).", "",
+      *(["Each row's seeds trained in one run (`--lanes`: `batchrl train --seeds`, their "
+         "agents in one program, their environments stepped together): its command trains "
+         "them all, its wall time is that run's, and steps/s each seed's steps over it.", ""]
+        if lanes else []),
       table(rows_), "", *curve_lines, ""])
   return write_atomic(out, text)

@@ -4,6 +4,8 @@ pinned to its own cores; resumable.
 Layout under ``--logdir DIR``:
 
     DIR/runs/<env>-s<seed>-<config>/   the run (``batchrl train --timestamp <env>-s<seed>``)
+    DIR/runs/<env>-lanes<S>-<config>/  with ``--lanes``: seeds 0 to S-1 of an entry in one
+                                       process (``batchrl train --seed 0 --seeds S``)
     DIR/logs/<env>-s<seed>-<config>.log   its console output, every sitting appended
     DIR/state/<env>-s<seed>-<config>.json its sittings (start, seconds, exit code; None for
                                           one whose bench was killed), finished, and the
@@ -16,6 +18,12 @@ A run whose process exited 0 is finished and is skipped the next time; one that 
 with the same ``--timestamp`` resumes a run exactly. A run that fails is reported with its
 log; the others go on. Runs are started seed by seed (every entry's first seed, then the
 second ...), so a suite cut short has one seed everywhere before it has three anywhere.
+
+With ``lanes``, an entry's seeds are one run: ``batchrl train --seeds S``, the seeds' agents
+in one compiled program and their environments stepped as lanes of one batch (one host
+crossing a step for all of them). On a GPU that is what makes several seeds cheap: separate
+processes sharing one add up to little (docs/gpu.md). Its seeds are the lanes of one key
+(``--seed 0 --seeds S``), not the runs ``--seed 0``, ``--seed 1`` ... would train.
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ from batchrl.cpus import usable_cpu_ids
 from batchrl.configclass import ConfigError
 from batchrl.files import write_atomic
 from batchrl.logging import METRICS_FILE, read_metrics
+from batchrl.train.local import check_seeds
 
 log = logging.getLogger("batchrl")
 
@@ -53,39 +62,63 @@ class Run:
   seed: int
   env: str  # the entry's environment (the config's own when the entry names none)
   steps: int  # its budget
+  lanes: int | None = None  # seeds 0..lanes-1 in this one process (``--seeds``); None: one
 
   @property
   def stamp(self) -> str:
-    return f"{self.entry.label or self.env}-s{self.seed}"
+    where = self.entry.label or self.env
+    return f"{where}-s{self.seed}" if self.lanes is None else f"{where}-lanes{self.lanes}"
 
   @property
   def name(self) -> str:
     return f"{self.stamp}-{self.entry.config}"
 
+  @property
+  def lane_indices(self) -> list[int | None]:
+    """The seeds it trains, as the lanes its records name (``seed<i>/...``); [None]: a run of
+    one seed, whose records name none."""
+    return [None] if self.lanes is None else list(range(self.lanes))
+
+  def _train_args(self) -> list[str]:
+    return ["--seed", str(self.seed)] + ([] if self.lanes is None else
+                                          ["--seeds", str(self.lanes)])
+
   def user_command(self) -> str:
     """What a user types to train this run alone (``--logdir`` left to them)."""
     sets = " ".join(f"--set {shlex.quote(item)}" for item in self.entry.overrides())
-    return f"batchrl train --config {self.entry.config} --seed {self.seed}" + (
-        f" {sets}" if sets else "")
+    return shlex.join(["batchrl", "train", "--config", self.entry.config,
+                       *self._train_args()]) + (f" {sets}" if sets else "")
+
+  def row_command(self) -> str:
+    """The command a table shows for the entry: a run of one seed with ``--seed S`` (any
+    seed); a lanes run as it is, since it trains every seed of the row."""
+    command = self.user_command()
+    return command.replace(" --seed 0", " --seed S", 1) if self.lanes is None else command
 
   def argv(self, logdir: Path) -> list[str]:
     argv = [sys.executable, "-m", "batchrl", "train", "--config", self.entry.config,
-            "--logdir", str(logdir / "runs"), "--timestamp", self.stamp, "--seed",
-            str(self.seed), "--no-progress"]
+            "--logdir", str(logdir / "runs"), "--timestamp", self.stamp,
+            *self._train_args(), "--no-progress"]
     for item in self.entry.overrides():
       argv += ["--set", item]
     return argv
 
 
-def plan(suite: Suite, seeds: int) -> list[Run]:
-  """The suite's runs in the order they start: seed by seed, entries in order. Unknown
-  configs and bad ``--set`` items are errors here, before anything runs."""
+def plan(suite: Suite, seeds: int, lanes: bool = False) -> list[Run]:
+  """The suite's runs in the order they start: seed by seed, entries in order; with
+  ``lanes``, one run per entry that trains all its seeds. Unknown configs, bad ``--set``
+  items and, with ``lanes``, configs whose environments cannot step as lanes are errors
+  here, before anything runs."""
   if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
     raise ConfigError(f"--seeds must be a positive number of seeds, got {seeds!r}.")
   entries = []
   for entry in suite.entries:
     exp = configs.apply_overrides(configs.get(entry.config), entry.overrides())
+    if lanes:
+      check_seeds(exp, seeds)
     entries.append((entry, exp.run.env, exp.run.steps))
+  if lanes:
+    return [Run(entry, 0, env, steps, lanes=seeds) for entry, env, steps in entries]
   return [Run(entry, seed, env, steps) for seed in range(seeds)
           for entry, env, steps in entries]
 
@@ -203,8 +236,10 @@ class _Running:
   log_file: object
 
 
-def run_suite(suite: Suite, logdir, *, seeds: int | None = None, jobs: int = 1) -> dict:
-  """Trains the runs of ``suite`` not finished yet, ``jobs`` at a time. Returns ``{"ran":
+def run_suite(suite: Suite, logdir, *, seeds: int | None = None, jobs: int = 1,
+              lanes: bool = False) -> dict:
+  """Trains the runs of ``suite`` not finished yet, ``jobs`` at a time (with ``lanes``,
+  each entry's seeds as one run: see the module doc). Returns ``{"ran":
   [...], "skipped": [...], "busy": [...], "failed": [...], "stopped": bool}`` of run names
   (busy: still trained by a process an earlier bench started). Ctrl-C (or SIGTERM) stops
   the runs under way after their current update, with a checkpoint (they resume next time);
@@ -212,7 +247,7 @@ def run_suite(suite: Suite, logdir, *, seeds: int | None = None, jobs: int = 1) 
   if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
     raise ConfigError(f"--jobs must be a positive number of runs at once, got {jobs!r}.")
   logdir = Path(logdir)
-  runs = plan(suite, suite.seeds if seeds is None else seeds)
+  runs = plan(suite, suite.seeds if seeds is None else seeds, lanes)
   states = {r: read_state(logdir, r) for r in runs}
   busy = [r for r in runs if not states[r]["finished"] and running_pid(states[r])]
   todo = [r for r in runs if not states[r]["finished"] and r not in busy]

@@ -26,7 +26,8 @@ from batchrl.train import fused
 from batchrl.train.build import (build_env, build_model, chunk_kind, close_env, eval_cap,
                                  eval_kind, eval_steps)
 from batchrl.train.cpu_threads import start_cpu_backend
-from batchrl.train.metrics import nan_mean, per_seed_metrics, per_seed_scores, summarize
+from batchrl.train.metrics import (nan_mean, per_seed_episodes, per_seed_metrics,
+                                   per_seed_scores, summarize)
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import run_in_calls, schedule
 
@@ -161,7 +162,7 @@ class LocalTrainer:
     metrics["steps_per_second"] = done * self.steps_per_iteration / max(
         time.perf_counter() - start, 1e-9) * (self.seeds or 1)
     if self.seeds:
-      metrics.update(per_seed_metrics(per_seed_scores(infos)))
+      metrics.update(per_seed_metrics(per_seed_scores(infos), per_seed_episodes(infos)))
     return {**metrics, "iterations": done}
 
   def _call(self, sims: list, count: int, length: int, start: int) -> tuple[list, dict]:

@@ -36,9 +36,18 @@ def per_seed_scores(infos: dict) -> list[float]:
   return [_episode_weighted(s, e) for s, e in zip(infos["mean_score"], infos["episodes"])]
 
 
-def per_seed_metrics(scores) -> dict[str, float]:
-  """``seed<i>/mean_score`` entries of a report, one per seed."""
-  return {f"seed{i}/mean_score": float(x) for i, x in enumerate(scores)}
+def per_seed_episodes(infos: dict) -> list[float]:
+  """Episodes ended per seed for a vmapped run (infos ``[S, N]``)."""
+  return [float(np.sum(e)) for e in np.asarray(jax.device_get(infos["episodes"]), np.float64)]
+
+
+def per_seed_metrics(scores, episodes=None) -> dict[str, float]:
+  """``seed<i>/mean_score`` entries of a report, one per seed, and ``seed<i>/episodes``
+  with ``episodes`` (what weighs a seed's training score: ``batchrl bench`` reads them)."""
+  out = {f"seed{i}/mean_score": float(x) for i, x in enumerate(scores)}
+  if episodes is not None:
+    out.update({f"seed{i}/episodes": float(n) for i, n in enumerate(episodes)})
+  return out
 
 
 def _episode_weighted(means, episodes) -> float:
