@@ -24,8 +24,10 @@
 #   the four processes of shared.txt).
 # - m1m.txt, m1m.md, m1m-records/: not in the default PARTS. The `mujoco-1m` suite's
 #   `sac_mujoco` HalfCheetah-v5 entry, four seeds as lanes of one run (`batchrl bench
-#   --lanes`), stopped after M1M_SECONDS (default 480; SIGTERM: the run saves a checkpoint)
-#   and reported: how far 1M steps get, the 100k/300k rows if it gets there. Its logdir is
+#   --lanes`), stopped after M1M_SECONDS (default 480, 90 with QUICK; SIGTERM: the run saves
+#   a checkpoint) and reported: how far 1M steps get, the 100k/300k rows if it gets there.
+#   Keep M1M_SECONDS ~100 s under the device call's limit (start-up, the checkpoint of four
+#   1M-step memories and the report come after it). Its logdir is
 #   benchmarks/results/mujoco-1m-lanes (git-ignored: a warm machine keeps it between calls,
 #   so the same call continues the run); the records come back in m1m-records/.
 #
@@ -57,10 +59,10 @@ export MUJOCO_GL=${MUJOCO_GL:-disable}
 
 if [ -n "${QUICK:-}" ]; then
   step_args=(--steps 128 --learning-starts 100 --warmup 20)
-  steps=3000; first=1000; every=1000
+  steps=3000; first=1000; every=1000; m1m_seconds=${M1M_SECONDS:-90}
 else
   step_args=(--steps 2048)
-  steps=50000; first=5000; every=10000
+  steps=50000; first=5000; every=10000; m1m_seconds=${M1M_SECONDS:-480}
 fi
 
 parts=${PARTS:-step shared seeds}
@@ -106,7 +108,9 @@ has seeds && { together 1; together 8; } 2>&1 | tee "$out/seeds.txt"
 
 m1m() {  # four seeds of sac_mujoco HalfCheetah-v5 at 1M as one run, stopped after a while
   local logdir=benchmarks/results/mujoco-1m-lanes
-  timeout -k 120 "${M1M_SECONDS:-480}" python3 -m batchrl bench --suite mujoco-1m --only \
+  # --foreground: a Ctrl-C reaches the bench, and the signal comes once (the bench passes
+  # one SIGINT on to its run, which stops after its update with a checkpoint)
+  timeout --foreground -k 120 "$m1m_seconds" python3 -m batchrl bench --suite mujoco-1m --only \
     sac_mujoco:HalfCheetah-v5 --seeds 4 --lanes --logdir "$logdir" --report "$out/m1m.md"
   echo "bench exit code $? (124: stopped after M1M_SECONDS, with a checkpoint; the same call"\
     "continues it)"

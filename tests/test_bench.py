@@ -64,7 +64,8 @@ def _write_lanes_run(logdir, run, wall: float) -> None:
   directory = runs.run_dir(logdir, run)
   directory.mkdir(parents=True)
   records = []
-  for step, scores, episodes in ((50, (1.0, 3.0), (2, 1)), (100, (5.0, 9.0), (1, 3))):
+  for step, scores, episodes in ((50, (1.0, 3.0), (2, 1)), (95, (3.0, 7.0), (2, 1)),
+                                 (100, (5.0, 9.0), (1, 3))):
     records.append({"step": step, "phase": "train", "wall_time": step, "mean_score": 0.0,
                     "episodes": float(sum(episodes)),
                     **{f"seed{i}/mean_score": 10.0 * s for i, s in enumerate(scores)},
@@ -82,11 +83,14 @@ def test_the_report_reads_each_seed_of_a_lanes_run(tmp_path):
                 budgets=(50,))
   (run,) = runs.plan(suite, 2, lanes=True)
   _write_lanes_run(logdir, run, wall=20.0)
-  assert report.evaluations(logdir, run, 1) == [(50, 3.0), (100, 9.0)]
-  assert report.training_reports(logdir, run, 0) == [(50, 2.0, 10.0), (100, 1.0, 50.0)]
+  assert report.evaluations(logdir, run, 1) == [(50, 3.0), (95, 7.0), (100, 9.0)]
+  assert report.training_reports(logdir, run, 0) == [(50, 2.0, 10.0), (95, 2.0, 30.0),
+                                                     (100, 1.0, 50.0)]
   at50, end = report.rows(suite, logdir, 2, lanes=True)
   assert (at50["final"], at50["best"], at50["seeds"]) == ([1.0, 3.0], [1.0, 3.0], 2)
-  assert end["final"] == [5.0, 9.0] and end["train"] == [50.0, 90.0]
+  assert end["final"] == [5.0, 9.0]
+  # the last tenth, (90, 100], weighted by each seed's own episodes (2:1 and 1:3)
+  assert end["train"] == pytest.approx([(2 * 30.0 + 50.0) / 3, (70.0 + 3 * 90.0) / 4])
   assert end["wall_s"] == [20.0] and end["steps_per_s"] == [5.0]  # one run, each seed's pace
   assert end["command"] == ("batchrl train --config sac_mujoco --seed 0 --seeds 2 "
                             "--set env=Pendulum-v1 --set steps=100")

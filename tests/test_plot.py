@@ -40,6 +40,18 @@ def test_seeds_become_mean_and_band_and_resumed_steps_keep_the_last(tmp_path):
   np.testing.assert_allclose(timed.x, [0.0, 2.0])  # minutes since the run's first record
 
 
+def test_a_seeds_runs_episodes_are_drawn_per_seed_like_its_scores(tmp_path):
+  run = _write_run(tmp_path / "T-a", [
+      {"step": 100, "phase": "train", "wall_time": 0.0, "episodes": 4.0,
+       "seed0/episodes": 1.0, "seed1/episodes": 3.0},
+      {"step": 200, "phase": "train", "wall_time": 1.0, "episodes": 2.0},  # before per seed
+  ])
+  (train,) = plot.curves("a", plot.read_records(run), "episodes", "steps")
+  np.testing.assert_allclose(train.mean, [2.0, 2.0])
+  np.testing.assert_allclose(train.low, [1.0, 2.0])
+  np.testing.assert_allclose(train.high, [3.0, 2.0])
+
+
 def test_command_draws_several_runs_from_a_logdir(tmp_path, capsys):
   pytest.importorskip("matplotlib")  # the `plot` extra
   for name, offset in (("T0-x", 0.0), ("T1-x", 1.0)):

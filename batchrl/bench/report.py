@@ -307,7 +307,7 @@ def write_report(suite: Suite, logdir, out, seeds: int, command: str,
       "the last tenth of those steps, the measure CleanRL publishes. Wall time is a whole "
       "run (start-up, compilation and evaluations included). Published figures are other "
       "code on other machines, with their settings named; the command trains one seed of "
-      "the row (S = 0, 1, ...).", "",
+      "the row (S = 0, 1, ...; with `--lanes`, all of them).", "",
       *(["Each row's seeds trained in one run (`--lanes`: `batchrl train --seeds`, their "
          "agents in one program, their environments stepped together): its command trains "
          "them all, its wall time is that run's, and steps/s each seed's steps over it.", ""]
