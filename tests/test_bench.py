@@ -180,6 +180,13 @@ def test_the_training_return_is_the_episode_weighted_mean_over_the_last_tenth():
   assert report.train_return_at([], 10) is None
 
 
+def test_table_figures_are_written_out_to_their_significant_digits():
+  assert [report.significant(x, 2) for x in (680.0, 1234.5, 0.0234, -273.2, 0.0)] == [
+      "680", "1200", "0.023", "-270", "0"]
+  assert report.significant(7096.4, 4) == "7096" and report.significant(7.5e6, 2) == "7.5e+06"
+  assert report.significant(float("nan"), 2) == "nan"
+
+
 def test_seeds_make_one_curve_with_their_mean_and_a_band_from_lowest_to_highest():
   curve = report.seed_curve("sac Hopper", [[(10, 1.0), (20, 4.0)], [(10, 3.0)]], "train")
   assert curve.phase == "train" and curve.x.tolist() == [10, 20]

@@ -155,12 +155,21 @@ def rows(suite: Suite, logdir, seeds: int, lanes: bool = False) -> list[dict]:
   return out
 
 
+def significant(value: float, digits: int) -> str:
+  """``value`` to ``digits`` significant digits, written out in full (680, not 6.8e+02: a
+  table's scores read as numbers); exponents only beyond a million or below 1e-4."""
+  if value == 0 or not np.isfinite(value):
+    return f"{value:g}"
+  rounded = round(float(value), digits - 1 - int(np.floor(np.log10(abs(value)))))
+  return f"{rounded:g}" if 1e-4 <= abs(rounded) < 1e6 else f"{rounded:.{digits - 1}e}"
+
+
 def _mean_spread(values: list[float], missing: str = "pending") -> str:
   if not values:
     return missing
   if len(values) == 1:
-    return f"{values[0]:.4g}"
-  return f"{np.mean(values):.4g} ± {np.std(values):.2g}"
+    return significant(values[0], 4)
+  return f"{significant(np.mean(values), 4)} ± {significant(np.std(values), 2)}"
 
 
 def _duration(seconds: float) -> str:
