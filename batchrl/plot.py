@@ -12,8 +12,9 @@ is one colour: evaluation solid, training dashed, with a marker on each report w
 has few (a run with one report is a point). A run trained with ``--seeds K`` logged
 ``seed<i>/<metric>`` per seed; it is drawn as the mean over seeds with a band from the lowest
 to the highest seed (its training reports log each seed's ``episodes`` since 2026-11-30, so
-that metric too is per seed; earlier runs logged only the seeds' total). matplotlib is the optional extra ``batchrl[plot]``; figures are drawn
-headless (the Agg backend) and written to a file.
+that metric too is per seed; earlier runs logged only the seeds' total). matplotlib is the
+optional extra ``batchrl[plot]``; figures are drawn headless (the Agg backend) and written
+to a file.
 """
 from __future__ import annotations
 

@@ -39,11 +39,11 @@ PACKAGES = ("batchrl", "jax", "jaxlib", "gymnasium", "gymnax", "mujoco", "envpoo
 # ------------------------------------------------------------------ reading runs
 
 
-def _records(logdir: Path, run: bench_runs.Run, phase: str) -> list[dict]:
+def _records(logdir: Path, run: bench_runs.Run) -> list[dict]:
   directory = bench_runs.run_dir(logdir, run)
   if not (directory / plot.METRICS_FILE).is_file():
     return []
-  return [r for r in plot.read_records(directory) if r.get("phase") == phase]
+  return plot.read_records(directory)
 
 
 def _key(metric: str, lane: int | None) -> str:
@@ -51,13 +51,29 @@ def _key(metric: str, lane: int | None) -> str:
   return metric if lane is None else f"seed{lane}/{metric}"
 
 
+def _evaluations(records: list[dict], lane: int | None) -> list[tuple[int, float]]:
+  key = _key("mean_score", lane)
+  return [(int(r["step"]), float(r[key])) for r in records
+          if r.get("phase") == "eval" and r.get(key) is not None]
+
+
+def _training_reports(records: list[dict],
+                      lane: int | None) -> list[tuple[int, float, float]]:
+  score, episodes = _key("mean_score", lane), _key("episodes", lane)
+  out = []
+  for r in records:
+    if r.get("phase") == "train":
+      ended = r.get(score) is not None and bool(r.get(episodes))
+      out.append((int(r["step"]), float(r[episodes]) if ended else 0.0,
+                  float(r[score]) if ended else float("nan")))
+  return out
+
+
 def evaluations(logdir: Path, run: bench_runs.Run,
                 lane: int | None = None) -> list[tuple[int, float]]:
   """``(step, mean greedy score)`` of every evaluation the run logged so far (of its seed
   ``lane`` for a lanes run)."""
-  key = _key("mean_score", lane)
-  return [(int(r["step"]), float(r[key])) for r in _records(logdir, run, "eval")
-          if r.get(key) is not None]
+  return _evaluations(_records(logdir, run), lane)
 
 
 def at_budget(evals: list[tuple[int, float]], budget: int) -> tuple[float, float] | None:
@@ -86,13 +102,19 @@ def training_reports(logdir: Path, run: bench_runs.Run,
   """``(step, episodes ended, their mean return)`` of every training report (0 episodes
   and a NaN return where none ended: the report still says how far the run got); of seed
   ``lane`` for a lanes run."""
-  score, episodes = _key("mean_score", lane), _key("episodes", lane)
-  out = []
-  for r in _records(logdir, run, "train"):
-    ended = r.get(score) is not None and bool(r.get(episodes))
-    out.append((int(r["step"]), float(r[episodes]) if ended else 0.0,
-                float(r[score]) if ended else float("nan")))
-  return out
+  return _training_reports(_records(logdir, run), lane)
+
+
+def seed_histories(logdir: Path, runs: list[bench_runs.Run]) -> tuple[list, list]:
+  """Every seed of ``runs`` (a run of one seed once, a lanes run once per seed it trains):
+  their ``evaluations`` and their ``training_reports``, each run's records read once."""
+  evals, trained = [], []
+  for run in runs:
+    records = _records(logdir, run)
+    for lane in run.lane_indices:
+      evals.append(_evaluations(records, lane))
+      trained.append(_training_reports(records, lane))
+  return evals, trained
 
 
 def train_return_at(reports: list[tuple[int, float, float]], budget: int) -> float | None:
@@ -116,12 +138,6 @@ def wall_seconds(state: dict) -> float:
 # ------------------------------------------------------------------ the table
 
 
-def seeds_of(runs: list[bench_runs.Run]) -> list[tuple[bench_runs.Run, int | None]]:
-  """Every seed of ``runs`` as ``(run, lane)``: a run of one seed once (lane None), a lanes
-  run once per seed it trains."""
-  return [(run, lane) for run in runs for lane in run.lane_indices]
-
-
 def rows(suite: Suite, logdir, seeds: int, lanes: bool = False) -> list[dict]:
   """One row per entry and budget (the suite's budgets below the entry's, then its end);
   ``lanes``: the suite was trained with each entry's seeds in one run."""
@@ -132,8 +148,7 @@ def rows(suite: Suite, logdir, seeds: int, lanes: bool = False) -> list[dict]:
     mine = [r for r in planned if r.entry == entry]
     first = mine[0]
     agent = REGISTRY.get(entry.config).agent
-    evals = [evaluations(logdir, r, lane) for r, lane in seeds_of(mine)]
-    trained = [training_reports(logdir, r, lane) for r, lane in seeds_of(mine)]
+    evals, trained = seed_histories(logdir, mine)
     states = [bench_runs.read_state(logdir, r) for r in mine]
     walls = [wall_seconds(state) for state in states if state["finished"]]
     budgets = [b for b in suite.budgets if b < first.steps] + [first.steps]
@@ -189,7 +204,7 @@ def table(rows_: list[dict]) -> str:
     rate = f"{np.mean(r['steps_per_s']):.0f}" if r["steps_per_s"] else ""
     published = "; ".join(ref.text() for ref in r["references"]) or "-"
     command = f"`{r['command']}`" if r["end"] else ""
-    together = " in one run" if r.get("lanes") else ""
+    together = " in one run" if r["lanes"] else ""
     lines.append(f"| {r['config']} | {r['env']} | {steps_text(r['budget'])} | "
                  f"{r['seeds']}/{r['planned']}{together} | {_mean_spread(r['final'])} | "
                  f"{_mean_spread(r['best'])} | {_mean_spread(r['train'], '-')} | {wall} | "
@@ -263,13 +278,13 @@ def write_curves(suite: Suite, logdir, seeds: int, directory: Path,
   for entry in suite.entries:
     mine = [r for r in planned if r.entry == entry]
     label = f"{entry.config} {entry.label or mine[0].env}"
-    per_seed = [e for e in (evaluations(logdir, r, lane) for r, lane in seeds_of(mine)) if e]
+    evals, reports = seed_histories(logdir, mine)
+    per_seed = [e for e in evals if e]
     seeds_text = f"{len(per_seed)} seed{'s' if len(per_seed) != 1 else ''}"
     curve = seed_curve(f"{label} ({seeds_text})", per_seed)
     if curve is None:
       continue
-    trained = [[(step, score) for step, n, score in training_reports(logdir, r, lane)
-                if n > 0] for r, lane in seeds_of(mine)]
+    trained = [[(step, score) for step, n, score in seed if n > 0] for seed in reports]
     train_curve = seed_curve(curve.run, [t for t in trained if t], phase="train")
     refs = tuple((ref.text(), ref.score)
                  for ref in references(REGISTRY.get(entry.config).agent, mine[0].env))

@@ -79,21 +79,22 @@ class Run:
     one seed, whose records name none."""
     return [None] if self.lanes is None else list(range(self.lanes))
 
-  def _train_args(self) -> list[str]:
-    return ["--seed", str(self.seed)] + ([] if self.lanes is None else
-                                          ["--seeds", str(self.lanes)])
+  def _train_args(self, seed: str | None = None) -> list[str]:
+    """``--seed`` (``seed``: the text shown for it instead of the run's own) and, for a
+    lanes run, ``--seeds``."""
+    return ["--seed", seed or str(self.seed)] + ([] if self.lanes is None else
+                                                  ["--seeds", str(self.lanes)])
 
-  def user_command(self) -> str:
+  def user_command(self, seed: str | None = None) -> str:
     """What a user types to train this run alone (``--logdir`` left to them)."""
     sets = " ".join(f"--set {shlex.quote(item)}" for item in self.entry.overrides())
     return shlex.join(["batchrl", "train", "--config", self.entry.config,
-                       *self._train_args()]) + (f" {sets}" if sets else "")
+                       *self._train_args(seed)]) + (f" {sets}" if sets else "")
 
   def row_command(self) -> str:
     """The command a table shows for the entry: a run of one seed with ``--seed S`` (any
     seed); a lanes run as it is, since it trains every seed of the row."""
-    command = self.user_command()
-    return command.replace(" --seed 0", " --seed S", 1) if self.lanes is None else command
+    return self.user_command("S" if self.lanes is None else None)
 
   def argv(self, logdir: Path) -> list[str]:
     argv = [sys.executable, "-m", "batchrl", "train", "--config", self.entry.config,
