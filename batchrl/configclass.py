@@ -43,7 +43,7 @@ class ConfigError(UserInputError):
 # --------------------------------------------------------------------------- declaring fields
 
 
-def param(default: Any = dataclasses.MISSING, help: str = "") -> Any:  # noqa: A002
+def param(default: Any = dataclasses.MISSING, help: str = "") -> Any:
   """A documented config field: ``lr: float = param(1e-4, "Adam learning rate.")``."""
   if isinstance(default, (list, dict, set)):
     raise ConfigError(

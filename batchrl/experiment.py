@@ -16,13 +16,26 @@ from typing import Any
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
 from batchrl.train import loop
-from batchrl.train.build import (build_env, build_model, check_env, close_env, eval_steps,
-                                 make_host_env)
+from batchrl.train.build import (
+  build_env,
+  build_model,
+  check_env,
+  close_env,
+  eval_steps,
+  make_host_env,
+)
 from batchrl.train.local import LocalTrainer, check_seeds
 from batchrl.train.metrics import nan_mean, per_seed_scores, summarize
-from batchrl.train.rundir import (CONFIG_FILE, prepare_run, remove_new_run,
-                                   restore_checkpoint, restore_sim, run_directory,
-                                   save_checkpoint, save_sim)
+from batchrl.train.rundir import (
+  CONFIG_FILE,
+  prepare_run,
+  remove_new_run,
+  restore_checkpoint,
+  restore_sim,
+  run_directory,
+  save_checkpoint,
+  save_sim,
+)
 from batchrl.train.schedule import schedule
 
 # ``experiment.Trainer`` has always been the local trainer; the protocol both trainers

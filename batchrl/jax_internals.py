@@ -88,7 +88,7 @@ class _Hook:
         if self.value is None and self.error is None:
           try:
             self.value = self._install()
-          except Exception as e:  # noqa: BLE001  the rule: any failure means the public path
+          except Exception as e:  # the rule: any failure means the public path
             self.fail(e)
     return self.value
 
@@ -106,7 +106,7 @@ def backends_started() -> bool | None:
   says it)."""
   try:
     return bool(_get(_xla_bridge, "backends_are_initialized")[0]())
-  except Exception as e:  # noqa: BLE001  any JAX that changed it: unknown
+  except Exception as e:  # any JAX that changed it: unknown
     _warn("backends_started", e, "settings that must precede the backends are skipped")
     return None
 
@@ -267,7 +267,7 @@ def lower_unrolled(program, *args):
   try:
     with unrolled_threefry():
       program.lower(*args)
-  except Exception as e:  # noqa: BLE001  the rule: any failure means the public path
+  except Exception as e:  # the rule: any failure means the public path
     program.lower(*args)  # raises when the program itself is at fault
     UNROLLED_THREEFRY.fail(e)
   return program

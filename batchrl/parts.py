@@ -101,7 +101,7 @@ class PartRunner:
     size (the last may be smaller), one group per thread, each call waited for there."""
     size = -(-len(items) // self.parts.count)
     groups = [items[i:i + size] for i in range(0, len(items), size)]
-    run = lambda group: [jax.block_until_ready(fn(item)) for item in group]  # noqa: E731
+    run = lambda group: [jax.block_until_ready(fn(item)) for item in group]
     return [out for outs in self.each(run, groups) for out in outs]
 
   def close(self) -> None:

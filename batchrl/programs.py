@@ -28,7 +28,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-
 # XLA options per kind of program (CPU only): "loop" programs run many times (training
 # chunks), "once" programs run once or for a moment (init, evaluation, summaries), "long"
 # programs run for minutes or hours (the chunks of long host-env runs), where XLA's fusion
@@ -73,7 +72,7 @@ def _known_options() -> frozenset:
 def _compiles(options: dict) -> bool:
   try:
     jax.jit(lambda: jnp.zeros(()), compiler_options=options).lower().compile()
-  except Exception:  # noqa: BLE001  (an unknown option: XLA's defaults still work)
+  except Exception:  # an unknown option: XLA's defaults still work
     return False
   return True
 
@@ -121,7 +120,7 @@ def compile_ahead(lower: Callable) -> threading.Thread:
   def work():
     try:
       lower().compile()
-    except Exception as e:  # noqa: BLE001 - the first call compiles instead
+    except Exception as e:  # the first call compiles instead
       logging.getLogger("batchrl").debug("not compiled ahead: %s", e)
 
   # Not a daemon: the interpreter waits for it at exit. A daemon thread still compiling

@@ -36,6 +36,8 @@ import numpy as np
 from gymnasium import spaces
 
 from batchrl.errors import UserInputError, did_you_mean
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
   """Observation and action space of ONE environment (not the batch)."""
@@ -46,7 +48,8 @@ class EnvSpec:
 
   @classmethod
   def from_env(cls, env) -> "EnvSpec":
-    """From a gymnasium env, a gymnasium vector env / BatchEnv (single_* spaces) or an in-graph env."""
+    """From a gymnasium env, a gymnasium vector env / BatchEnv (single_* spaces) or an
+    in-graph env."""
     obs = getattr(env, "single_observation_space", None) or env.observation_space
     act = getattr(env, "single_action_space", None) or env.action_space
     return cls(obs, act, int(getattr(env, "num_envs", 1)))

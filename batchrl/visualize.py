@@ -26,13 +26,25 @@ import yaml
 
 from batchrl import checkpoint
 from batchrl.agents.core import Transition
-from batchrl.configs import Experiment
 from batchrl.configclass import ConfigError
+from batchrl.configs import Experiment
+from batchrl.envs.preprocessed import (
+  GAME_OVER,
+  SCORE_REWARD,
+  build_env_stack,
+  has_score_channel,
+  parse_spec,
+  split_observation,
+)
 from batchrl.errors import UserInputError
-from batchrl.envs.preprocessed import (GAME_OVER, SCORE_REWARD, build_env_stack,
-                                       has_score_channel, parse_spec, split_observation)
-from batchrl.experiment import (CONFIG_FILE, build_model, build_env, close_env, make_host_env,
-                                restore_sim)
+from batchrl.experiment import (
+  CONFIG_FILE,
+  build_env,
+  build_model,
+  close_env,
+  make_host_env,
+  restore_sim,
+)
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
 log = logging.getLogger("batchrl")

@@ -160,7 +160,7 @@ much as ours (32.8-69.8 s over these runs), so the ratio is 0.22-0.31x. Left: st
 (imports ~1.1 s) and 8 compilations (~2.2 s, the training chunk 1.8 s of it; XLA
 optimization level 0 halves it but slows the chunk by more), and per agent step ~110 us in
 ``BatchEnv.step`` for 8 CartPoles (their own ~40) plus ~50 us in the callback crossing.
-"""
+"""  # noqa: E501  (the recorded tables above keep one row per line)
 from __future__ import annotations
 
 import argparse
@@ -171,8 +171,8 @@ import time
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from peers.run import recorded  # noqa: E402  (benchmarks/)
-from ppo import add_row_arguments, chosen_rows, peer, print_table, run_ours, run_rows  # noqa: E402  (benchmarks/)
+from peers.run import recorded  # noqa: E402  (after the path tweak above)
+from ppo import add_row_arguments, chosen_rows, peer, print_table, run_ours, run_rows  # noqa: E402  (after the path tweak above)
 
 
 @dataclasses.dataclass(frozen=True)

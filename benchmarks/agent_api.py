@@ -26,9 +26,9 @@ The user's loops, timed as written:
   same number of env steps. Both learn from step 256 on (the benchmark's choice, so updates
   start soon). A last row compares what a user would pair by name:
   ``Agent.create(preset='sac_pendulum')`` (one stream: 4 gradient steps every 4 steps)
-  against ``sac_pendulum`` as named (2x64 MLPs both). Compiled programs come from JAX's persistent cache where an earlier run left
-  them (``Agent`` and ``batchrl train`` both use it): run with ``BATCHRL_COMPILATION_CACHE=0``
-  for a cold start.
+  against ``sac_pendulum`` as named (2x64 MLPs both). Compiled programs come from JAX's persistent
+  cache where an earlier run left them (``Agent`` and ``batchrl train`` both use it): run with
+  ``BATCHRL_COMPILATION_CACHE=0`` for a cold start.
 
 Per-step rows with floats (kept from before) time warm calls only: compilation and the steps
 that run an update are kept out (``batch_size`` is larger than all timed steps). Each is the
@@ -95,7 +95,7 @@ import jax  # noqa: E402  (after the peers' mode above)
 
 sys.path.insert(0, os.path.dirname(HERE))
 import batchrl.envs  # noqa: E402  (after the path tweak above)
-from batchrl import Agent  # noqa: E402
+from batchrl import Agent  # noqa: E402  (after the path tweak above)
 
 STATES = dict(type="float", shape=(4,))
 ACTIONS = dict(type="int", num_values=2)
@@ -352,7 +352,7 @@ def sac_cli_cost(agent: Agent | None, steps: int, seed: int = 0) -> dict:
     try:
       warm = SAC_FIRST_UPDATE // 4 + 20  # compiles, fills, then 20 learning iterations
       trainer.train_phase(warm)
-      trainer._eval_compiling.join()  # noqa: SLF001 (it would compile during the timing)
+      trainer._eval_compiling.join()  # it would compile during the timing
       iterations = max(1, steps // 4)
       start, cpu = time.perf_counter(), time.process_time()
       trainer.train_phase(iterations)

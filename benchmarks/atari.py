@@ -57,7 +57,9 @@ GAME = "BreakoutNoFrameskip-v4"
 def sb3_main(steps: int, seed: int) -> None:
   """SB3 PPO with rl-zoo's ``atari`` hyper-parameters (runs in the peers' venv)."""
   sys.path.insert(0, PEERS)
+  # the clock before the libraries below: off Linux it counts from its own import
   from _common import process_seconds  # the peers' clock (process start = 0)
+  # isort: split
 
   import ale_py
   import gymnasium as gym
@@ -67,7 +69,7 @@ def sb3_main(steps: int, seed: int) -> None:
 
   gym.register_envs(ale_py)
   env = VecFrameStack(make_atari_env(GAME, n_envs=8, seed=seed), n_stack=4)
-  linear = lambda start: (lambda progress: progress * start)  # noqa: E731  (rl-zoo lin_)
+  linear = lambda start: (lambda progress: progress * start)  # rl-zoo's lin_
   model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256,
               learning_rate=linear(2.5e-4), clip_range=linear(0.1), vf_coef=0.5,
               ent_coef=0.01, seed=seed, verbose=0)

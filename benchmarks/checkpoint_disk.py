@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+import jax
+import jax.numpy as jnp
 
-from batchrl import checkpoint, configs, experiment  # noqa: E402  (after the path tweak)
-from batchrl.agents.core import without_scratch  # noqa: E402
-from batchrl.agents.replay.updates import memory_of  # noqa: E402
-from batchrl.train.rundir import restore_sim  # noqa: E402
+from batchrl import checkpoint, configs, experiment
+from batchrl.agents.core import without_scratch
+from batchrl.agents.replay.updates import memory_of
+from batchrl.train.rundir import restore_sim
 
 
 def _status(field: str) -> int:

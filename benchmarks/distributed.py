@@ -79,11 +79,11 @@ def main() -> None:
         print(f"{config:<12} {mode:<10} {result['rate']:>9,.0f} {result['startup']:>11.1f} "
               f"{result['wall']:>8.1f}", flush=True)
     if args.whole:
-      ratio = [r["wall"] / l["wall"] for r, l in zip(results["ray"], results["local"])]
+      ratio = [ray["wall"] / local["wall"] for ray, local in zip(results["ray"], results["local"])]
       print(f"{config:<12} Ray / local whole-process time: {statistics.median(ratio):.2f}x "
             f"(per pair: {', '.join(f'{x:.2f}' for x in ratio)}); target <= 1.3x")
       continue
-    ratio = [r["rate"] / l["rate"] for r, l in zip(results["ray"], results["local"])]
+    ratio = [ray["rate"] / local["rate"] for ray, local in zip(results["ray"], results["local"])]
     print(f"{config:<12} Ray / local throughput: {statistics.median(ratio):.2f}x "
           f"(per pair: {', '.join(f'{x:.2f}' for x in ratio)}); target >= 0.8x")
 

@@ -27,7 +27,7 @@ from typing import Callable
 import gymnasium as gym
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from batchrl.envs.batch import BatchEnv  # noqa: E402  (after the path tweak above)
+from batchrl.envs.batch import BatchEnv
 
 ACTION_BLOCK = 512  # distinct random actions per run, cycled
 SINGLE = "gymnasium single env"
@@ -49,6 +49,7 @@ def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str,
   if env_id not in GYMNAX_ENVS:
     return []
   import jax
+
   from batchrl import simulation
   from batchrl.agents.simple import random_agent
   from batchrl.envs.jax_env import make_vec
@@ -128,7 +129,7 @@ def envpool_env(env_id: str, n: int):
 
 def factories(env_id: str, workers: int) -> dict[str, Callable[[int], object | None]]:
   """Runner name -> function of n building the env (None: not available here)."""
-  fns = lambda n: [functools.partial(gym.make, env_id)] * n  # noqa: E731
+  fns = lambda n: [functools.partial(gym.make, env_id)] * n
   return {
       SINGLE: lambda n: gym.make(env_id),
       SYNC: lambda n: gym.vector.SyncVectorEnv(fns(n)),

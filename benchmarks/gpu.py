@@ -94,6 +94,7 @@ def time_chunk(exp, *, seeds: int | None, iterations: int, seconds: float) -> di
   ``steps_per_chunk`` and ``calls``.
   """
   import jax
+
   from batchrl import experiment as ex
   from batchrl.train import fused
 

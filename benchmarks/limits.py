@@ -69,20 +69,20 @@ from typing import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from jax.experimental import io_callback  # noqa: E402
+import jax
+import jax.numpy as jnp
+from jax.experimental import io_callback
 
-from batchrl import simulation  # noqa: E402  (after the path tweak above)
-from batchrl.configs import get  # noqa: E402
-from batchrl.envs.batch import BatchEnv  # noqa: E402
-from batchrl.envs import host_call  # noqa: E402
-from batchrl.envs.core import make_gym  # noqa: E402
-from batchrl.envs.ingraph import InGraphBatchEnv  # noqa: E402
-from batchrl.envs.jax_env import EnvStep  # noqa: E402
-from batchrl.train import fused  # noqa: E402
-from batchrl.train.build import build_env, build_model, close_env, make_host_env  # noqa: E402
-from batchrl.train.cpu_threads import start_cpu_backend  # noqa: E402
+from batchrl import simulation
+from batchrl.configs import get
+from batchrl.envs import host_call
+from batchrl.envs.batch import BatchEnv
+from batchrl.envs.core import make_gym
+from batchrl.envs.ingraph import InGraphBatchEnv
+from batchrl.envs.jax_env import EnvStep
+from batchrl.train import fused
+from batchrl.train.build import build_env, build_model, close_env, make_host_env
+from batchrl.train.cpu_threads import start_cpu_backend
 
 PRESETS = {"HalfCheetah-v5": "ppo_mujoco", "Pendulum-v1": "pendulum",
            "BreakoutNoFrameskip-v4": "ppo_atari", "CartPole-v1": "a2c_cartpole"}

@@ -34,10 +34,10 @@ from pathlib import Path
 import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ppo import cold_process  # noqa: E402  (a benchmark script beside this one)
+from ppo import cold_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batchrl import configs  # noqa: E402
+from batchrl import configs
 
 
 def raw_env_seconds(env_id: str, steps: int, seed: int = 0) -> float:

@@ -41,10 +41,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402
-
-from batchrl import configs  # noqa: E402
-from batchrl.files import write_atomic  # noqa: E402
+from batchrl import configs  # noqa: E402  (after the path tweak above)
+from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
+from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
 ALGOS = ("sac", "td3")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")

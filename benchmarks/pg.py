@@ -19,7 +19,7 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import _ratio, add_row_arguments, chosen_rows, peer, run_ours  # noqa: E402  (benchmarks/)
+from ppo import _ratio, add_row_arguments, chosen_rows, peer, run_ours  # noqa: E402  (after the path tweak above)
 
 # name -> (our config, overrides, steps, target, sb3-contrib peer or None)
 ROWS = {

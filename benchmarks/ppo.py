@@ -44,7 +44,7 @@ from pathlib import Path
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from peers.run import PeerError, manifest, recorded, run_peer  # noqa: E402  (benchmarks/)
+from peers.run import PeerError, manifest, recorded, run_peer  # noqa: E402  (after the path tweak above)
 
 TARGET = 475.0  # CartPole-v1 evaluation return counted as solved (issue 10 item 5)
 RECORDED_CHEETAH = "SB3 PPO (defaults): ~10 min per 1M steps (peers.md, recorded)"
@@ -112,6 +112,7 @@ def _children_cpu() -> float:
 def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
   """The whole training run as one compiled program; compile timed apart from training."""
   import jax
+
   from batchrl import configs, experiment, programs
   from batchrl.train import fused
 
@@ -141,6 +142,7 @@ def fused_cartpole(num_envs: int | None = None, steps: int = 500_000) -> dict:
 def _train_body(env, agent, key, iterations):
   """What ``fused.train`` compiles, kept apart so compile and run can be timed separately."""
   import jax
+
   from batchrl.simulation import init
   from batchrl.train import fused
   sim = init(env, agent, key)

@@ -34,7 +34,7 @@ import time
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import TARGET, cold_process  # noqa: E402  (benchmarks/)
+from ppo import TARGET, cold_process  # noqa: E402  (after the path tweak above)
 
 PAIRS = {
     "cartpole": ("pqn_cartpole_fused", "dqn_cartpole_fused"),

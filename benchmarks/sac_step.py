@@ -47,8 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from batchrl import configs  # noqa: E402  (after the path tweak above)
-from batchrl.train.local import LocalTrainer  # noqa: E402
-from peers import run as peers  # noqa: E402
+from batchrl.train.local import LocalTrainer  # noqa: E402  (after the path tweak above)
+from peers import run as peers  # noqa: E402  (after the path tweak above)
 
 ENV = "HalfCheetah-v5"
 
@@ -72,7 +72,7 @@ def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int =
       # an iteration is one update's worth of env steps (``block`` of them: 1 env); the
       # first phase compiles, fills the memory and learns a little
       trainer.train_phase(-(-(learning_starts + warmup) // block), stop=never)
-      trainer._eval_compiling.join()  # noqa: SLF001 (it would compile during the timing)
+      trainer._eval_compiling.join()  # it would compile during the timing
       iterations = max(1, steps // block)
       steps = iterations * block
       start, cpu = time.perf_counter(), time.process_time()

@@ -84,9 +84,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers.run import HERE as PEERS_DIR  # noqa: E402  (benchmarks/peers)
-from peers.run import PeerError, installed, parse_result, peer_env, python_path  # noqa: E402
-from ppo import cold_process  # noqa: E402  (a benchmark script beside this one)
+from peers.run import HERE as PEERS_DIR
+from peers.run import PeerError, installed, parse_result, peer_env, python_path
+from ppo import cold_process
 
 SPACE = "learning_rate=loguniform(1e-4,1e-2)"
 

@@ -22,7 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from batchrl.bench import report, runs  # noqa: E402  (after the path tweak above)
-from batchrl.bench.suites import Entry, Suite  # noqa: E402
+from batchrl.bench.suites import Entry, Suite  # noqa: E402  (after the path tweak above)
 
 
 def ratio_suite(env: str, steps: int, ks: list[int], first_update: int, eval_every: int,

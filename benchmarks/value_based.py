@@ -37,8 +37,17 @@ import sys
 
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [BENCHMARKS, os.path.dirname(BENCHMARKS)]
-from ppo import (TARGET, _ratio, add_row_arguments, chosen_rows, peer,  # noqa: E402  (benchmarks/)
-                 print_table, reached, run_ours, run_rows)
+from ppo import (  # noqa: E402  (after the path tweak above)
+  TARGET,
+  _ratio,
+  add_row_arguments,
+  chosen_rows,
+  peer,
+  print_table,
+  reached,
+  run_ours,
+  run_rows,
+)
 
 NAF_TARGET = -250.0
 DQFD_EVAL_EVERY = 2048  # 8 envs x 32 stores x 8 iterations
@@ -94,6 +103,7 @@ def pretrained_score() -> float:
   """``dqfd_cartpole``'s greedy evaluation right after init (its 2000 pretraining steps on
   the demonstrations), before any environment step: what ``batchrl train`` starts from."""
   import jax
+
   from batchrl import configs, experiment
   from batchrl.train import fused
 

@@ -10,11 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl import compilation_cache
 from batchrl.agents.core import Transition
 from batchrl.envs.jax_env import make_vec
 from batchrl.train import fused
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "configs"
+
+# Compiled programs go to JAX's persistent cache from the first test on, as they do in the
+# commands the tests start (``batchrl train``): a program several tests build (a named config
+# trained in-process here and by the CLI there, on either xdist worker) compiles once per run.
+# .ci/run points BATCHRL_CACHE_DIR at a folder of the checkout, so CI starts cold.
+compilation_cache.enable_from_environment()
 
 
 def to_numpy(x) -> np.ndarray:

@@ -124,7 +124,7 @@ def adam(params, grads, state, lr: float, eps: float = 1e-8, b1: float = 0.9,
   t = count + 1
   m = tree_map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)
   v = tree_map(lambda v_, g: b2 * v_ + (1 - b2) * g * g, v, grads)
-  step = lambda p, m_, v_: p - lr * (m_ / (1 - b1 ** t)) / (  # noqa: E731
+  step = lambda p, m_, v_: p - lr * (m_ / (1 - b1 ** t)) / (
       np.sqrt(v_ / (1 - b2 ** t)) + eps)
   return tree_map(step, params, m, v), (t, m, v)
 
@@ -371,7 +371,7 @@ def ppo_prepare(p: dict, rollout: dict, hp: dict) -> dict:
 
 def ppo_samples(rollout: dict, prep: dict) -> dict:
   """The rollout's ``T * B`` samples as flat rows (``t`` major), with their targets."""
-  rows = lambda x, *tail: x.reshape((-1,) + tail)  # noqa: E731
+  rows = lambda x, *tail: x.reshape((-1,) + tail)
   return dict(obs=rows(rollout["obs"], rollout["obs"].shape[-1]),
               raw_action=rows(rollout["raw_action"], rollout["raw_action"].shape[-1]),
               old_mean=rows(rollout["old_mean"], rollout["old_mean"].shape[-1]),

@@ -12,11 +12,18 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, checkpoint
-from batchrl.agents.actor_critic.losses import (deterministic_actor_loss, smallest_critic,
-                                                temperature_objective)
+from batchrl.agents.actor_critic.losses import (
+  deterministic_actor_loss,
+  smallest_critic,
+  temperature_objective,
+)
 from batchrl.agents.actor_critic.model import import_observations, sac_target_entropy
-from batchrl.agents.actor_critic.networks import (continuous_action_map, make_networks,
-                                                  squashed_log_prob, squashed_sample)
+from batchrl.agents.actor_critic.networks import (
+  continuous_action_map,
+  make_networks,
+  squashed_log_prob,
+  squashed_sample,
+)
 from batchrl.agents.ddpg import DDPGConfig, make_ddpg
 from batchrl.agents.sac import SACConfig, make_sac
 from batchrl.agents.spaces import space_info
@@ -47,7 +54,7 @@ def test_squashed_log_prob_matches_a_numeric_change_of_variables():
   interval of ``a`` (the normal CDF at ``atanh`` of its ends) divided by its width."""
   mean, std, h = 0.3, 0.7, 1e-4
   for a in (-0.95, -0.4, 0.0, 0.5, 0.9):
-    cdf = lambda x: normal_cdf((math.atanh(x) - mean) / std)  # noqa: E731
+    cdf = lambda x: normal_cdf((math.atanh(x) - mean) / std)
     numeric = (cdf(a + h) - cdf(a - h)) / (2 * h)
     analytic = float(jnp.exp(squashed_log_prob(jnp.array([a]), jnp.array([mean]),
                                                jnp.log(jnp.array([std])))))
@@ -157,7 +164,7 @@ def test_td3_actor_climbs_the_first_critic_or_with_actor_q_min_the_smaller_one()
   nets = SimpleNamespace(actor=lambda w, obs: w * obs,
                          critic=lambda c, obs, a: jnp.stack([2.0 * a, a + 1.0]))
   obs, w = jnp.array([0.5, 2.0]), jnp.float32(1.0)  # actions 0.5 and 2.0
-  loss = lambda q_of: deterministic_actor_loss(  # noqa: E731
+  loss = lambda q_of: deterministic_actor_loss(
       None, nets, w, None, obs, None, 0.0, q_of=q_of)[0]
   np.testing.assert_allclose(deterministic_actor_loss(None, nets, w, None, obs, None, 0.0)[0],
                              -(1.0 + 4.0) / 2)  # the default: Q_1
@@ -287,13 +294,13 @@ def test_the_first_start_steps_actions_are_uniform_within_the_bounds_then_the_ac
   obs = np.zeros((2, 3), np.float32)
   act = jax.jit(model.act, static_argnums=3)
   keys = jax.random.split(jax.random.key(1), 2000)
-  draw = lambda state: np.concatenate([np.asarray(act(state, obs, k)[0]) for k in keys])  # noqa: E731
+  draw = lambda state: np.concatenate([np.asarray(act(state, obs, k)[0]) for k in keys])
   early, later = filled_state(model, steps=2), filled_state(model, steps=3)  # 4, 6 stored
   uniform, actor = draw(early), draw(later)
   assert np.all(np.abs(uniform) <= 2) and abs(uniform.mean()) < 0.1
   assert abs(uniform.var() - 4 / 3) < 0.1 and np.mean(np.abs(uniform) > 1.5) > 0.2
   assert actor.var() < 0.5  # the untrained actor plus its noise stays near its mean
-  greedy = lambda state: np.asarray(act(state, obs, keys[0], True)[0])  # noqa: E731
+  greedy = lambda state: np.asarray(act(state, obs, keys[0], True)[0])
   np.testing.assert_array_equal(greedy(early), greedy(later))
   np.testing.assert_array_equal(act(later, obs, keys[0])[0],
                                 jax.jit(make(config(**TINY)).act, static_argnums=3)(
@@ -395,6 +402,6 @@ def test_gymnax_pendulum_state_keeps_its_types_across_a_step():
   _, reset_state = jax.eval_shape(env.reset, jax.random.key(0))
   stepped = jax.eval_shape(lambda k, s: env.step(k, s, jnp.zeros((2, 1))).state,
                            jax.random.key(1), reset_state)
-  avals = lambda tree: [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(tree)]  # noqa: E731
+  avals = lambda tree: [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(tree)]
   assert avals(reset_state) == avals(stepped)
   assert not any(weak for _, _, weak in avals(reset_state))

@@ -220,7 +220,6 @@ def test_preprocessed_env_stacks_frames_as_channels_and_moves_scores_to_info():
 
 def test_scores_count_whole_games_with_raw_rewards():
   from batchrl import simulation
-  from batchrl.agents.core import Transition  # noqa: F401  (the agent below ignores it)
 
   class Idle:
     def act(self, state, obs, key, deterministic):

@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 
 from batchrl.envs.batch import BatchEnv, RestartPolicy
-from batchrl.envs.process import (EnvClosedError, EnvError, EnvWorkerDied, EnvWorkerError,
-                                  EnvWorkerTimeout)
+from batchrl.envs.process import (
+  EnvClosedError,
+  EnvError,
+  EnvWorkerDied,
+  EnvWorkerError,
+  EnvWorkerTimeout,
+)
 
 try:
   from tests import mock_envs

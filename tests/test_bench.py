@@ -108,7 +108,7 @@ def test_entries_of_one_config_and_env_are_told_apart_by_their_label():
 
 def test_only_keeps_the_entries_named_by_config_environment_or_both_in_suite_order():
   suite = suites.suite("mujoco-300k")
-  names = lambda only: [suites.entry_name(e) for e in suites.select(suite, only).entries]  # noqa: E731
+  names = lambda only: [suites.entry_name(e) for e in suites.select(suite, only).entries]
   assert names("sac_mujoco:Ant-v5, td3_mujoco") == [
       "sac_mujoco:Ant-v5", "td3_mujoco:HalfCheetah-v5", "td3_mujoco:Hopper-v5",
       "td3_mujoco:Walker2d-v5", "td3_mujoco:Ant-v5"]

@@ -15,8 +15,14 @@ from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.train import fused
-from batchrl.train.build import (LONG_HOST_STEPS, LOOP_EVAL_STEPS, build_model, chunk_kind,
-                                 eval_kind, planned_eval_steps)
+from batchrl.train.build import (
+  LONG_HOST_STEPS,
+  LOOP_EVAL_STEPS,
+  build_model,
+  chunk_kind,
+  eval_kind,
+  planned_eval_steps,
+)
 from batchrl.train.schedule import budget_note, phase_length, schedule
 
 ODD_BUDGETS = (12_345, 1_234_567)  # multiples of nothing a config uses

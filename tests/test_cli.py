@@ -165,7 +165,8 @@ def test_host_backend_trains_through_worker_processes(tmp_path):
                "--set", "rollout_length=200", "--set", "update_epochs=1",
                "--set", "checkpoint_every=1600", "--set", "batch_size=null", "--no-tensorboard"])
   assert code == 0
-  records = [json.loads(x) for x in (tmp_path / "H-pendulum" / "metrics.jsonl").read_text().split("\n") if x]
+  records = [json.loads(x)
+             for x in (tmp_path / "H-pendulum" / "metrics.jsonl").read_text().split("\n") if x]
   assert records[-1]["phase"] == "eval" and -2000 < records[-1]["mean_score"] < 0
 
 

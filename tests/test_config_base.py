@@ -9,8 +9,18 @@ import pytest
 import yaml
 
 from batchrl.configclass import (
-    ConfigError, Registry, check_config, configclass, describe, from_dict, override,
-    override_dict, param, to_dict, validate_types)
+  ConfigError,
+  Registry,
+  check_config,
+  configclass,
+  describe,
+  from_dict,
+  override,
+  override_dict,
+  param,
+  to_dict,
+  validate_types,
+)
 
 
 @configclass

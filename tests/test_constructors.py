@@ -203,7 +203,7 @@ def test_lambdas_and_closures_step_in_workers(lambda_batch):
 
 
 def test_a_repeated_constructor_is_sent_once():
-  fn = lambda: mock_envs.DurationEnv(2)  # noqa: E731
+  fn = lambda: mock_envs.DurationEnv(2)
   one, eight = launch.pack_constructors([fn], [0]), launch.pack_constructors([fn] * 8, range(8))
   assert len(eight) < len(one) + 8 * 8  # memo references, not eight copies
   restored = cloudpickle.loads(eight)

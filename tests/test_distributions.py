@@ -5,8 +5,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.scipy.special import digamma
 
-from batchrl.networks import Categorical, DiagGaussian
+from batchrl.networks import (
+  Bernoulli,
+  Beta,
+  Categorical,
+  DiagGaussian,
+  Independent,
+  Joint,
+  Reshaped,
+  mask_allows_nothing,
+)
 
 RNG = np.random.default_rng(0)
 
@@ -73,11 +83,6 @@ def test_distributions_are_pytrees(dist):
 
 # --- masking, Bernoulli, Beta, Independent, Reshaped, Joint ---------------------------------
 
-from jax.scipy.special import digamma  # noqa: E402
-
-from batchrl.networks import (Bernoulli, Beta, Independent, Joint, Reshaped,  # noqa: E402
-                              mask_allows_nothing)
-
 MASK = np.array([[True, False, True, False],
                  [False, False, False, True],
                  [True, True, True, True],
@@ -120,8 +125,8 @@ def test_masked_classes_contribute_exactly_zero_to_entropy_and_kl():
   # Against an unmasked distribution too, and gradients: all finite.
   assert np.isfinite(p.kl(Categorical(logits2))).all()
   assert np.isfinite(Categorical(logits2).kl(p)).all()
-  grads = jax.grad(lambda l: jnp.sum(Categorical.masked(l, MASK).entropy()
-                                     + Categorical.masked(l, MASK).kl(q)))(jnp.asarray(logits))
+  grads = jax.grad(lambda z: jnp.sum(Categorical.masked(z, MASK).entropy()
+                                     + Categorical.masked(z, MASK).kl(q)))(jnp.asarray(logits))
   assert np.isfinite(grads).all()
   np.testing.assert_array_equal(np.asarray(grads)[~MASK], 0.0)
 

@@ -1,8 +1,8 @@
 """Every fenced code block of README.md and docs/*.md does what the page says.
 
-- ``python`` blocks compile, and (marked slow) run, each in a fresh process whose working directory is an empty
-  temporary folder holding a link to ``examples/`` (as a clone would have it); a block that
-  uses an optional extra which is not installed is skipped, naming the extra.
+- ``python`` blocks compile, and (marked slow) run, each in a fresh process whose working directory
+  is an empty temporary folder holding a link to ``examples/`` (as a clone would have it); a block
+  that uses an optional extra which is not installed is skipped, naming the extra.
 - ``bash`` blocks are read command by command. ``batchrl`` commands are parsed by the CLI's
   own parser and checked without training: the named config exists, every ``--set`` and
   ``--search`` is a valid key with a valid value, the environment can be built. The cheap
@@ -31,7 +31,7 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest -q'  # .ci/run runs it
+TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest -q -n 2'  # .ci/run runs it
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```\s*$", re.M | re.S)
 EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
              ["optional-dependencies"])
@@ -154,7 +154,8 @@ def check_python(argv: list[str]) -> str | None:
       assert (ROOT / path.split("::")[0]).exists(), f"no test file {path}"
     return "not run: a test run"
   if argv[1] == "-c":
-    done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     return None
   script = ROOT / argv[1]
@@ -163,6 +164,17 @@ def check_python(argv: list[str]) -> str | None:
   for flag in (w.split("=")[0] for w in argv[2:] if w.startswith("--")):
     assert f'"{flag}"' in text, f"{argv[1]} takes no {flag}"
   return f"not run: {argv[1]} (a benchmark)"
+
+
+def check_ruff(argv: list[str]) -> str | None:
+  """``ruff check .``: the tree is clean (where ruff, of the test extra, is installed)."""
+  assert argv[1:] == ["check", "."], f"unexpected ruff command {argv}"
+  if importlib.util.find_spec("ruff") is None:
+    return "not run: ruff is not installed (the test extra brings it)"
+  done = subprocess.run([sys.executable, "-m", "ruff", "check", "."], capture_output=True,
+                        text=True, cwd=ROOT)
+  assert done.returncode == 0, done.stdout + done.stderr
+  return None
 
 
 def check_batchrl(argv: list[str]) -> str | None:
@@ -251,7 +263,8 @@ def test_shell_block_is_valid(block: Block):
       assert argv[0] != "tensorboard" or shutil.which("tensorboard"), "tensorboard missing"
       notes.append(f"{argv[0]}: {UNRUN[argv[0]]}")
       continue
-    check = {"pip": check_pip, "python": check_python, "batchrl": check_batchrl}.get(argv[0])
+    check = {"pip": check_pip, "python": check_python, "batchrl": check_batchrl,
+             "ruff": check_ruff}.get(argv[0])
     assert check, f"{block}: no rule checks {shlex.join(argv)}; add one to tests/test_docs.py"
     note = check(argv)
     if note:
@@ -316,8 +329,8 @@ def test_what_examples_write_is_ignored():
 
 def test_the_site_builds_strictly(tmp_path):
   try:
-    import mkdocs  # noqa: F401
-    import mkdocstrings  # noqa: F401
+    import mkdocs  # noqa: F401  (only whether it is installed)
+    import mkdocstrings  # noqa: F401  (only whether it is installed)
   except ImportError:
     pytest.skip('mkdocs is not installed (pip install -e ".[docs]")')
   done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d",

@@ -13,16 +13,25 @@ import numpy as np
 import pytest
 
 from batchrl import checkpoint
-from batchrl.agents.dqfd import (DQFDConfig, NoDemonstrationsError, cartpole_dqfd, demo_size,
-                                 import_demonstrations, import_observations, large_margin,
-                                 make_dqfd, pretrain, set_demonstrations)
+from batchrl.agents.dqfd import (
+  FAMILY,
+  DQFDConfig,
+  NoDemonstrationsError,
+  cartpole_dqfd,
+  demo_size,
+  import_demonstrations,
+  import_observations,
+  large_margin,
+  make_dqfd,
+  pretrain,
+  set_demonstrations,
+)
 from batchrl.agents.dqfd.demonstrations import cartpole_action, cartpole_controller
-from batchrl.agents.dqfd.losses import l2_penalty
-from batchrl.agents.dqfd import FAMILY
 from batchrl.agents.dqfd.keys import dqfd_config
+from batchrl.agents.dqfd.losses import l2_penalty
 from batchrl.agents.family import BuildContext
-from batchrl.configs import naf_dqfd
 from batchrl.configclass import ConfigError
+from batchrl.configs import naf_dqfd
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused

@@ -16,21 +16,18 @@ import pytest
 from batchrl import checkpoint
 from batchrl.agents import spaces
 from batchrl.agents.core import Transition
-from batchrl.agents.dqn import DQNConfig, import_observations, make_dqn
-from batchrl.agents.dqn import FAMILY
+from batchrl.agents.dqn import FAMILY, DQNConfig, import_observations, make_dqn
 from batchrl.agents.dqn import presets as dqn_presets
 from batchrl.agents.family import BuildContext
-from batchrl.agents.replay import losses
-from batchrl.agents.replay import q_learning
+from batchrl.agents.replay import losses, q_learning
 from batchrl.agents.replay.q_keys import dqn_config
 from batchrl.agents.replay.q_networks import Component, QNetworks
 from batchrl.agents.replay.updates import Static, memory_of
-from batchrl.configs import value_based
 from batchrl.configclass import ConfigError
+from batchrl.configs import value_based
 from batchrl.memories import Sample, TransitionItem
 from batchrl.specs import EnvSpec
-from conftest import (assert_resumes_exactly, example_agent_spec, fused_kit, leaves,
-                      learning_curve)
+from conftest import assert_resumes_exactly, example_agent_spec, fused_kit, learning_curve, leaves
 
 BOX = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
 TWO = gym.spaces.Discrete(2)
@@ -129,7 +126,7 @@ def linear_state(config: DQNConfig):
   memory = memory_of(config, info)
   template = TransitionItem(jnp.zeros(2), {"action": jnp.int32(0)}, jnp.float32(0),
                             jnp.bool_(False), jnp.bool_(False), jnp.zeros(2))
-  column = lambda i, dtype: jnp.asarray([[step[i]] for step in STEPS], dtype)  # noqa: E731
+  column = lambda i, dtype: jnp.asarray([[step[i]] for step in STEPS], dtype)
   rows = TransitionItem(column(0, jnp.float32), {"action": jnp.zeros((6, 1), jnp.int32)},
                         column(2, jnp.float32), column(3, jnp.bool_), column(4, jnp.bool_),
                         column(1, jnp.float32))
@@ -438,7 +435,7 @@ def test_checkpoint_round_trip_resumes_exactly(tiny_run, tmp_path):
   # a restored state has the same signature (shapes, dtypes, weak types), so it goes
   # through the programs already compiled
   checkpoint.save(tmp_path / "start", 0, sim)
-  signature = lambda tree: [(x.shape, x.dtype, x.weak_type)  # noqa: E731
+  signature = lambda tree: [(x.shape, x.dtype, x.weak_type)
                             for x in jax.tree.leaves(jax.eval_shape(lambda t: t, tree))]
   restored, _ = checkpoint.restore(tmp_path / "start", sim)
   assert signature(restored) == signature(sim)

@@ -6,8 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.exploration import (Exploration, ExplorationSpecError, build_exploration,
-                                 build_explorations)
+from batchrl.exploration import (
+  Exploration,
+  ExplorationSpecError,
+  build_exploration,
+  build_explorations,
+)
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,9 +7,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.networks import (ActionHeads, ActionSpec, Bernoulli, Beta, Categorical,
-                              DiagGaussian, Independent, Joint, Reshaped,
-                              action_specs_from_space, sample_uniform)
+from batchrl.networks import (
+  ActionHeads,
+  ActionSpec,
+  Bernoulli,
+  Beta,
+  Categorical,
+  DiagGaussian,
+  Independent,
+  Joint,
+  Reshaped,
+  action_specs_from_space,
+  sample_uniform,
+)
 
 ACTIONS = {
     "fire": ActionSpec("bool"),

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import keep_records  # noqa: E402
-
-from batchrl.bench import report, runs  # noqa: E402
-from batchrl.bench.suites import Entry, Suite  # noqa: E402
+import keep_records
+from batchrl.bench import report, runs
+from batchrl.bench.suites import Entry, Suite
 
 SUITE = Suite("two", "", (Entry("cartpole_fused", steps=2000), Entry("pqn_cartpole_fused",
                                                                      steps=2000)), seeds=1)

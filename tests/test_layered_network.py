@@ -9,7 +9,12 @@ import pytest
 from flax import linen as nn
 
 from batchrl.networks import (
-    InputSpec, NetworkSpecError, build_network, input_specs_from_space, validate_network_spec)
+  InputSpec,
+  NetworkSpecError,
+  build_network,
+  input_specs_from_space,
+  validate_network_spec,
+)
 from batchrl.networks import conv as conv_module
 from batchrl.networks.conv import Conv, convolve
 
@@ -87,7 +92,7 @@ def test_conv2d_and_pool2d_shapes():
           {"type": "pool2d", "pooling_type": "average"},
           {"type": "conv2d", "size": 2, "window": 2, "padding": "valid"}]
   network, params, out = shapes(spec, InputSpec((9, 9, 3), "float"), floats(2, 9, 9, 3))
-  assert [l.out_shape for l in network.plan.branches[0].layers] == [(5, 5, 6), (3, 3, 6),
+  assert [layer.out_shape for layer in network.plan.branches[0].layers] == [(5, 5, 6), (3, 3, 6),
                                                                      (2, 2, 2)]
   assert params["layers_0_conv2d"]["kernel"] == (3, 2, 3, 6)
   assert out == (2, 8) and network.output_size == 8
@@ -185,7 +190,7 @@ def test_flatten_and_reshape():
   x = floats(2, 3, 4)
   network, _, _, out = run([{"type": "reshape", "shape": [2, -1]}, {"type": "flatten"}],
                            InputSpec((3, 4), "float"), x)
-  assert [l.out_shape for l in network.plan.branches[0].layers] == [(2, 6), (12,)]
+  assert [layer.out_shape for layer in network.plan.branches[0].layers] == [(2, 6), (12,)]
   np.testing.assert_array_equal(out, x.reshape(2, 12))
 
 
@@ -328,10 +333,10 @@ def test_auto_on_named_states():
             "item": InputSpec((), "int", 5)}
   x = {"vector": floats(2, 4), "image": floats(2, 16, 16, 3), "item": np.array([0, 4])}
   network, params, out = shapes("auto", states, x)
-  layers = {b.name: [l.type for l in b.layers] for b in network.plan.branches}
+  layers = {b.name: [layer.type for layer in b.layers] for b in network.plan.branches}
   assert layers == {"vector": ["dense"], "image": ["conv2d"] * 3 + ["flatten"],
                     "item": ["embedding", "flatten"]}
-  assert [l.out_shape for l in network.plan.branches[1].layers] == [
+  assert [layer.out_shape for layer in network.plan.branches[1].layers] == [
       (4, 4, 32), (2, 2, 64), (2, 2, 64), (256,)]
   assert params["branch_image_0_conv2d"]["kernel"] == (8, 8, 3, 32)
   assert params["branch_item_0_embedding"]["embedding"] == (5, 32)
@@ -343,7 +348,7 @@ def test_auto_on_named_states():
 def test_auto_on_one_scalar_state():
   network, _, out = shapes("auto", InputSpec((), "float"), floats(2))
   assert out == (2, 64)
-  assert [l.type for l in network.plan.branches[0].layers] == ["reshape", "dense"]
+  assert [layer.type for layer in network.plan.branches[0].layers] == ["reshape", "dense"]
 
 
 def test_json_round_trip_builds_the_same_network(branched):

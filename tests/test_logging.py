@@ -16,8 +16,8 @@ from batchrl.logging import Progress, RunLogger, read_metrics
 def test_report_writes_json_lines_and_logs_score(tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="batchrl")
   with RunLogger(tmp_path, use_tensorboard=False) as log:
-    record = log.report(100, "train", {"mean_score": np.float32(12.5), "mean_length": jnp.int32(200),
-                                       "episodes": 3, "note": "ok"})
+    record = log.report(100, "train", {"mean_score": np.float32(12.5),
+                                       "mean_length": jnp.int32(200), "episodes": 3, "note": "ok"})
     log.report(200, "eval", {"mean_score": jnp.asarray(-3.25)})
   assert record["step"] == 100 and record["phase"] == "train" and record["mean_score"] == 12.5
   assert type(record["mean_length"]) is int and isinstance(record["wall_time"], float)
@@ -117,6 +117,7 @@ def test_progress_renders_on_a_terminal():
 def test_report_means_skip_nans_and_stay_quiet_when_nothing_finished():
   """A report window where no episode finished gives NaN, not numpy's empty-slice warning."""
   import warnings
+
   from batchrl.experiment import nan_mean, summarize
   with warnings.catch_warnings():
     warnings.simplefilter("error")

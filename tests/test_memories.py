@@ -4,20 +4,27 @@ weights), zero priorities never drawn (including a float32 case that breaks the 
 descent), size checks, imports from observation dicts, vmap over seeds."""
 import functools
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 
-import gymnasium as gym
-
 from batchrl import memories
-from batchrl.memories import (Memory, MemoryCapacityError, MemorySpecError, TransitionItem,
-                              check_transitions, import_transitions, make_memory,
-                              transition_window_mask, transitions_from_observations)
+from batchrl.memories import (
+  Memory,
+  MemoryCapacityError,
+  MemorySpecError,
+  TransitionItem,
+  check_transitions,
+  import_transitions,
+  make_memory,
+  replay,
+  transition_window_mask,
+  transitions_from_observations,
+)
 from batchrl.memories import prioritized as pr
-from batchrl.memories import replay
 
 
 def scalar_item():

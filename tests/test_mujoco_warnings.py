@@ -1,8 +1,7 @@
 """Making a MuJoCo env prints none of MuJoCo's known deprecation warning; others still show."""
 import pytest
 
-from batchrl.envs import make_gym
-from batchrl.envs import mujoco_warnings
+from batchrl.envs import make_gym, mujoco_warnings
 
 mujoco = pytest.importorskip("mujoco")  # the batchrl[mujoco] extra
 

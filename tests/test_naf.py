@@ -14,20 +14,27 @@ import pytest
 
 from batchrl import checkpoint
 from batchrl.agents.core import Transition
-from batchrl.agents.naf import (NAFConfig, advantage, greedy_actions, import_observations,
-                                lower_triangular, make_naf, pendulum_naf, precision)
-from batchrl.agents.naf import model as naf_agent
-from batchrl.agents.naf.networks import MIN_DIAGONAL
-from batchrl.agents.naf import FAMILY
-from batchrl.agents.naf.keys import naf_config
 from batchrl.agents.family import BuildContext
-from batchrl.configs import naf_dqfd
+from batchrl.agents.naf import (
+  FAMILY,
+  NAFConfig,
+  advantage,
+  greedy_actions,
+  import_observations,
+  lower_triangular,
+  make_naf,
+  pendulum_naf,
+  precision,
+)
+from batchrl.agents.naf import model as naf_agent
+from batchrl.agents.naf.keys import naf_config
+from batchrl.agents.naf.networks import MIN_DIAGONAL
 from batchrl.configclass import ConfigError
+from batchrl.configs import naf_dqfd
 from batchrl.memories import TransitionItem
 from batchrl.networks.actions import action_map
 from batchrl.specs import EnvSpec
-from conftest import (assert_resumes_exactly, example_agent_spec, fused_kit, leaves,
-                      learning_curve)
+from conftest import assert_resumes_exactly, example_agent_spec, fused_kit, learning_curve, leaves
 
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 TORQUE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)

@@ -10,9 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import parity  # noqa: E402
-
-from batchrl import cli  # noqa: E402
+import parity
+from batchrl import cli
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from batchrl import configs
 from batchrl import parts as lanes
-from batchrl.parts import PartRunner, LaneSplit
+from batchrl.parts import LaneSplit, PartRunner
 from batchrl.train.local import LocalTrainer
 
 
@@ -96,7 +96,7 @@ def test_the_evaluation_compiled_ahead_is_the_one_the_first_evaluation_runs(
   trainer = LocalTrainer(exp, tmp_path / "run", seeds=seeds)
   try:
     trainer.train_phase(2)
-    trainer._eval_compiling.join()  # noqa: SLF001 (the head start must be over)
+    trainer._eval_compiling.join()  # the head start must be over
     with jax.log_compiles():
       caplog.clear()
       metrics = trainer.eval_phase()

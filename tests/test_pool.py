@@ -23,17 +23,17 @@ envpool = pytest.importorskip("envpool")
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered",
                                         "ignore:.*already returned terminated")
 
-from batchrl import configs, experiment  # noqa: E402
-from batchrl.cli import main  # noqa: E402
-from batchrl.configs import RunConfig  # noqa: E402
-from batchrl.envs import pool as pool_module  # noqa: E402
-from batchrl.envs.batch import BatchEnv  # noqa: E402
-from batchrl.envs.core import make_gym  # noqa: E402
-from batchrl.envs.ingraph import InGraphBatchEnv  # noqa: E402
-from batchrl.envs.pool import PoolEnv, make_pool  # noqa: E402
-from batchrl.envs.wrappers import batch_ppo_stack  # noqa: E402
-from batchrl.errors import UserInputError  # noqa: E402
-from batchrl.train.build import agent_spaces, check_env  # noqa: E402
+from batchrl import configs, experiment  # noqa: E402  (after the importorskip above)
+from batchrl.cli import main  # noqa: E402  (after the importorskip above)
+from batchrl.configs import RunConfig  # noqa: E402  (after the importorskip above)
+from batchrl.envs import pool as pool_module  # noqa: E402  (after the importorskip above)
+from batchrl.envs.batch import BatchEnv  # noqa: E402  (after the importorskip above)
+from batchrl.envs.core import make_gym  # noqa: E402  (after the importorskip above)
+from batchrl.envs.ingraph import InGraphBatchEnv  # noqa: E402  (after the importorskip above)
+from batchrl.envs.pool import PoolEnv, make_pool  # noqa: E402  (after the importorskip above)
+from batchrl.envs.wrappers import batch_ppo_stack  # noqa: E402  (after the importorskip above)
+from batchrl.errors import UserInputError  # noqa: E402  (after the importorskip above)
+from batchrl.train.build import agent_spaces, check_env  # noqa: E402  (after the importorskip above)
 
 
 def _scan_steps(env: PoolEnv, actions):

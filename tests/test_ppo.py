@@ -3,22 +3,21 @@
 Pendulum. Compiled programs are built once per module and shared between tests."""
 import time
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.agents.ppo import PPOConfig, cartpole_fused, make_ppo, pendulum_fused
+from batchrl.agents.ppo import PPOConfig, cartpole_fused, losses, make_ppo, pendulum_fused
 from batchrl.agents.ppo import model as ppo_agent
-from batchrl.errors import UserInputError
-from batchrl.agents.ppo import losses
-from batchrl.agents.spaces import space_info
-from batchrl.specs import EnvSpec
-import gymnasium as gym
 from batchrl.agents.simple import random_agent
+from batchrl.agents.spaces import space_info
 from batchrl.envs.jax_env import make_vec
+from batchrl.errors import UserInputError
 from batchrl.simulation import env_spec, simulate
 from batchrl.simulation import init as init_simulation
+from batchrl.specs import EnvSpec
 from batchrl.train import fused
 
 NUM_ENVS = 4
@@ -148,6 +147,7 @@ def test_env_actions_rescaled_and_clipped_raw_sample_kept():
 
 def test_spaces_the_mlps_cannot_take_get_the_auto_network():
   import gymnasium as gym
+
   from batchrl.specs import EnvSpec
   agent = make_ppo(PPOConfig(**TINY))
   spec = EnvSpec(gym.spaces.Discrete(3), gym.spaces.MultiBinary(3), 2)

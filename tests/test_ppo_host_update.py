@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.agents.core import Transition
-from batchrl.agents.ppo import PPOConfig
 from batchrl import parts
-from batchrl.agents.ppo import model
+from batchrl.agents.core import Transition
+from batchrl.agents.ppo import PPOConfig, model
 from batchrl.agents.ppo.model import host_update_loop, make_ppo
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec

@@ -65,7 +65,7 @@ def test_a_shared_torso_is_one_set_of_parameters_under_policy():
   assert params["policy"]["value_head"]["kernel"].shape == (8, 1)
   _, separate = _filled_state(_config())
   assert set(separate.params) == {"policy", "value"}
-  size = lambda tree: sum(x.size for x in jax.tree.leaves(tree))  # noqa: E731
+  size = lambda tree: sum(x.size for x in jax.tree.leaves(tree))
   assert size(params) < size(separate.params)
 
 

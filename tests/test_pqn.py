@@ -1,8 +1,8 @@
-"""PQN (its Q(lambda) targets are tested in test_returns.py): the loss and one whole update against references computed
-here (NumPy forward pass with LayerNorm); LayerNorm in the network; masks in acting and
-targets; bad input refused before anything runs; save -> load -> the same actions (and the
-same ONNX actions); exact resume of a fused run; learning CartPole (slow). Compiled
-programs are built once per module."""
+"""PQN (its Q(lambda) targets are tested in test_returns.py): the loss and one whole update against
+references computed here (NumPy forward pass with LayerNorm); LayerNorm in the network; masks in
+acting and targets; bad input refused before anything runs; save -> load -> the same actions (and
+the same ONNX actions); exact resume of a fused run; learning CartPole (slow). Compiled programs are
+built once per module."""
 import json
 import re
 
@@ -215,7 +215,7 @@ def test_bad_config_values_name_the_field():
 
 def test_continuous_actions_and_uneven_minibatches_fail_at_init():
   """Checked when the model is built for its envs: traced only, nothing runs."""
-  init = lambda config, spec: jax.eval_shape(  # noqa: E731
+  init = lambda config, spec: jax.eval_shape(
       lambda k: make_pqn(config).init(k, spec), jax.random.key(0))
   with pytest.raises(ConfigError, match="continuous.*'ppo', 'sac', 'td3', 'ddpg' or 'naf'"):
     init(TINY, EnvSpec(BOX, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), 4))
@@ -278,7 +278,7 @@ def test_object_api_keys():
 
 
 def test_save_then_load_acts_the_same_and_exports_the_same_actions(tmp_path):
-  from tests.agents.conftest import probe_states, run_steps, AGENTS
+  from tests.agents.conftest import AGENTS, probe_states, run_steps
   case = AGENTS["pqn"]
   agent = Agent.create("pqn", environment=case.env, network=[{"type": "dense", "size": 16}],
                        seed=3, **case.keys)

@@ -10,8 +10,13 @@ import time
 import numpy as np
 import pytest
 
-from batchrl.envs.process import (EnvClosedError, EnvWorkerDied, EnvWorkerError,
-                                  EnvWorkerTimeout, ExternalProcess)
+from batchrl.envs.process import (
+  EnvClosedError,
+  EnvWorkerDied,
+  EnvWorkerError,
+  EnvWorkerTimeout,
+  ExternalProcess,
+)
 
 try:
   from tests import mock_envs
@@ -42,7 +47,8 @@ def test_forwards_reset_step_attributes_and_calls():
     assert env.duration == 2  # plain attribute access is forwarded
     promise = env.step(1, blocking=False)
     obs, reward, terminated, truncated, info = promise()
-    assert (obs.tolist(), reward, terminated, truncated, info) == ([1, 2], 2.0, False, False, {"t": 1})
+    assert (obs.tolist(), reward, terminated, truncated, info) == ([1, 2], 2.0, False, False,
+                                                                    {"t": 1})
     assert env.call("add", 10, y=5) == 1 + 10 + 5
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
       env.nope

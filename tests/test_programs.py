@@ -63,7 +63,7 @@ def test_convolutions_leave_ynnpack_and_give_the_same_values():
 
 def test_long_programs_keep_xlas_fusion_emitters_and_give_the_same_values():
   x = jax.random.normal(jax.random.key(0), (16, 8))
-  fun = lambda x: jnp.tanh(x @ x.T).sum(axis=1)  # noqa: E731
+  fun = lambda x: jnp.tanh(x @ x.T).sum(axis=1)
   if CPU and "xla_cpu_use_fusion_emitters" in programs.compiler_options("loop"):
     assert programs.compiler_options("long")["xla_cpu_use_fusion_emitters"] is True
     assert programs.compiler_options("loop")["xla_cpu_use_fusion_emitters"] is False

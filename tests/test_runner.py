@@ -14,7 +14,6 @@ from batchrl.agents.errors import StreamAheadError
 from batchrl.envs.core import Environment, EnvironmentAsGym, GymEnvironment, as_gym_env
 from batchrl.execution import Runner, ThreadedRunner
 
-
 # ---------------------------------------------------------------------------------------
 # Test doubles.
 

@@ -13,12 +13,15 @@ import pytest
 
 from batchrl import Agent, checkpoint
 from batchrl.agents.actor_critic.losses import bellman_target, temperature_objective
-from batchrl.agents.actor_critic.model import (DISCRETE_TARGET_ENTROPY_SCALE,
-                                               import_observations, sac_target_entropy)
+from batchrl.agents.actor_critic.model import (
+  DISCRETE_TARGET_ENTROPY_SCALE,
+  import_observations,
+  sac_target_entropy,
+)
 from batchrl.agents.actor_critic.networks import DiscreteActions, make_networks
 from batchrl.agents.sac import SACConfig, make_sac
-from batchrl.agents.sac.presets import cartpole_sac
 from batchrl.agents.sac.losses import sac_actor_loss, sac_next_value
+from batchrl.agents.sac.presets import cartpole_sac
 from batchrl.agents.spaces import space_info
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
@@ -73,7 +76,7 @@ def test_the_discrete_actor_loss_is_the_expectation_and_its_gradient_by_hand():
   own derivative ``alpha sum_a pi_a d log pi_a`` vanishes); aux: ``sum_a pi log pi``."""
   alpha = 0.5
   nets = fixed_nets()
-  loss_fn = lambda logits: sac_actor_loss(None, nets, logits, None, None, None, alpha)  # noqa
+  loss_fn = lambda logits: sac_actor_loss(None, nets, logits, None, None, None, alpha)
   (loss, (metrics, neg_entropy)), grad = jax.value_and_grad(loss_fn, has_aux=True)(
       jnp.asarray(LOGITS))
   pi = softmax(LOGITS)

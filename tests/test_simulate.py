@@ -82,7 +82,8 @@ def test_done_pattern_with_automatic_resets():
   for i, d in enumerate(DURATIONS):
     expected = [(t + 1) % d == 0 for t in range(12)]
     assert done[:, i].tolist() == expected, f"env {i} with duration {d}"
-  np.testing.assert_array_equal(np.asarray(ro.episode_length)[done], np.asarray(ro.episode_return)[done])
+  np.testing.assert_array_equal(np.asarray(ro.episode_length)[done],
+                                np.asarray(ro.episode_return)[done])
   lengths = np.asarray(ro.episode_length)
   for i, d in enumerate(DURATIONS):
     assert set(lengths[done[:, i], i].tolist()) == {d}

@@ -13,7 +13,7 @@ from batchrl.cli import main
 from batchrl.logging import RunLogger, read_metrics
 
 wandb = pytest.importorskip("wandb")
-from wandb.proto import wandb_internal_pb2  # noqa: E402  (wandb's own record type)
+from wandb.proto import wandb_internal_pb2  # noqa: E402  (after the importorskip above: wandb's own record type)
 
 TINY = ["steps=1024", "report_every=512", "eval_every=1024", "checkpoint_every=1024",
         "num_envs=8", "rollout_length=64", "update_epochs=1", "eval_steps=50",

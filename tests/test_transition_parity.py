@@ -39,19 +39,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import transition_reference as ref
 from batchrl import Agent, configs, simulation
 from batchrl.agents.actor_critic.networks import make_networks
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import model as ppo_model
 from batchrl.agents.sac import SACConfig, make_sac
-from batchrl.execution import Runner
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.ingraph import InGraphBatchEnv
+from batchrl.execution import Runner
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
 from batchrl.train.build import build_env, build_model, close_env, make_host_env
-
-import transition_reference as ref
 
 # Gymnasium warns about stepping a set state after an end, and MuJoCo 4 about HalfCheetah's
 # XML: neither is this code's

@@ -11,13 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl.agents.family import BuildContext
 from batchrl.agents.policy_gradient import model as pg_common
 from batchrl.agents.policy_gradient.networks import make_networks
-from batchrl.agents.family import BuildContext
-from batchrl.agents.trpo import TRPOConfig, cartpole_fused, make_trpo, pendulum_fused
-from batchrl.agents.trpo import model as trpo_agent
-from batchrl.agents.trpo import FAMILY, optim
+from batchrl.agents.trpo import FAMILY, TRPOConfig, cartpole_fused, make_trpo, optim, pendulum_fused
 from batchrl.agents.trpo import keys as spec
+from batchrl.agents.trpo import model as trpo_agent
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.networks.mlp import reset_carry
@@ -237,7 +236,7 @@ def test_flat_layout_gaussian_shapes_and_trust_region():
                                normalize_observations=True))
   state = agent.init(jax.random.key(0), env_spec(env))
   assert state.info.layout == "flat" and state.rollout.raw_action.shape == (16, NUM_ENVS, 1)
-  obs_fn = lambda t: jnp.cos(jnp.arange(NUM_ENVS * 3.0).reshape(NUM_ENVS, 3) * (t + 1))  # noqa
+  obs_fn = lambda t: jnp.cos(jnp.arange(NUM_ENVS * 3.0).reshape(NUM_ENVS, 3) * (t + 1))
   state, new_state, metrics, actions = fill_and_update(
       agent, state, obs_fn, 16, jax.random.key(0), episode_length=5)
   assert actions.shape == (16, NUM_ENVS, 1) and np.all(np.abs(np.asarray(actions)) <= 2.0)

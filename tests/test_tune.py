@@ -17,7 +17,7 @@ from batchrl import checkpoint, configs
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.logging import read_metrics
-from batchrl.tune import parse, parse_space, check_space
+from batchrl.tune import check_space, parse, parse_space
 from conftest import skip_unless_gymnax
 from tests.tune_argv import tune_argv
 
@@ -596,6 +596,7 @@ def test_a_trial_in_a_group_is_the_trial_alone_up_to_the_rounding_of_batched_ari
   config nor the keys differ, only XLA's batched (vmapped) arithmetic. Training amplifies
   the rounding: the evaluations of longer runs differ (README, batchrl tune)."""
   import jax
+
   from batchrl import programs
   from batchrl.agents.families import family
   from batchrl.train import fused

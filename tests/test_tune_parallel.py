@@ -81,7 +81,7 @@ def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path):
   kwargs = dict(trials=2, logdir=tmp_path, timestamp="T", overrides=TINY, sampler="random",
                 pruner="none", seed=0, tensorboard=False, parallel=2)
   tune_dir = tmp_path / "T-cartpole-tune"
-  started = lambda: len(list(tune_dir.glob("trials/*/config.yaml"))) == 2  # noqa: E731
+  started = lambda: len(list(tune_dir.glob("trials/*/config.yaml"))) == 2
   with pytest.raises(KeyboardInterrupt):
     search("cartpole", SPACE, stop=started, **kwargs)
   assert [t.state.name for t in _study(tune_dir).trials] == ["FAIL", "FAIL"]
@@ -157,6 +157,7 @@ def test_auto_batch_trials_leaves_parallel_and_ray_their_processes(tmp_path, mon
   """Without --batch-trials (auto), --parallel and --ray on a fused config run the trials
   their way (here: recorded, not run) and say so; auto trains nothing side by side."""
   import logging
+
   from batchrl.tune import optimize
   ran = []
   monkeypatch.setattr(optimize, "run_groups", lambda *args: ran.append("side by side"))
@@ -185,6 +186,7 @@ def test_auto_batch_trials_leaves_parallel_and_ray_their_processes(tmp_path, mon
 
 def test_without_ray_tune_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
   import sys
+
   import batchrl.tune
   # as if ray[tune] were not installed: importing the module that imports it fails
   monkeypatch.delattr(batchrl.tune, "ray_tune", raising=False)
@@ -214,6 +216,7 @@ def _no_ray_left(tune_dir, before: set[int], wait_s: float = 10.0) -> bool:
   raylet is no longer our descendant but still holds its logs there) and no Ray process
   below this one is new. Processes killed at shutdown are given ``wait_s`` to exit."""
   import time
+
   from batchrl.distributed import cluster
   deadline = time.monotonic() + wait_s
   while True:

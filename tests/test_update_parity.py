@@ -171,7 +171,7 @@ def replay_state(model, data: dict, seed: int, steps: int = 0):
   """A state whose memory holds ``data`` in order, with random online and target networks,
   Adam states as after 3 steps, alpha 0.4 and ``steps`` gradient steps taken."""
   state = model.init(jax.random.key(seed), EnvSpec(OBS, ACTIONS, 1))
-  f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
   for i in range(STORED):
     row = slice(i, i + 1)
     state = model.store(state, Transition(
@@ -494,7 +494,7 @@ def reference_normalized(rollout: dict, config: PPOConfig) -> dict:
   out = dict(rollout)
   if config.normalize_observations:
     mean, var = rollout["obs"].reshape(-1, 3).mean(0), rollout["obs"].reshape(-1, 3).var(0)
-    scale = lambda x: np.clip((x - mean) / np.sqrt(var + 1e-4), -5, 5)  # noqa: E731
+    scale = lambda x: np.clip((x - mean) / np.sqrt(var + 1e-4), -5, 5)
     out["obs"], out["next_obs"] = scale(rollout["obs"]), scale(rollout["next_obs"])
   if config.normalize_rewards:
     out["reward"] = np.clip(rollout["reward"] / np.sqrt(rollout["reward"].var() + 1e-4),
@@ -520,7 +520,7 @@ def ppo(request):
   raw_action = old_mean + old_std * rng.normal(size=(T, B, 2))
   seen.update(old_mean=old_mean, old_std=old_std, raw_action=raw_action)
 
-  f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
   obs_stats, reward_stats = RunningStats.create((3,)), RunningStats.create(())
   for t in range(T):  # what store accumulates
     obs_stats = obs_stats.update(f32(rollout["obs"][t]))

@@ -16,18 +16,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.agents.policy_gradient import model as pg_common
-from batchrl.agents.policy_gradient.networks import make_networks
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
-from batchrl.agents.vpg import VPGConfig, cartpole_fused, make_vpg
-from batchrl.agents.vpg import model as vpg_agent
-from batchrl.agents.vpg import FAMILY
+from batchrl.agents.policy_gradient import model as pg_common
+from batchrl.agents.policy_gradient.networks import make_networks
+from batchrl.agents.vpg import FAMILY, VPGConfig, cartpole_fused, make_vpg
 from batchrl.agents.vpg import keys as spec
+from batchrl.agents.vpg import model as vpg_agent
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec
-from conftest import (best_score, example_agent_spec, fill_and_update, fused_kit,
-                      train_chunks)
+from conftest import best_score, example_agent_spec, fill_and_update, fused_kit, train_chunks
 
 NUM_ENVS = 4
 
@@ -256,7 +254,7 @@ def test_tree_layout_with_a_mask_and_a_network_baseline_through_the_spec_build()
   state = agent.init(jax.random.key(0), EnvSpec(obs_space, gym.spaces.Discrete(3), NUM_ENVS))
   assert state.info.layout == "tree"
   mask = jnp.array([[False, True, True]] * NUM_ENVS)
-  obs_fn = lambda t: {"position": jnp.full((NUM_ENVS, 3), 0.1) * t,  # noqa: E731
+  obs_fn = lambda t: {"position": jnp.full((NUM_ENVS, 3), 0.1) * t,
                       "action_mask": mask}
   state, new_state, metrics, actions = fill_and_update(agent, state, obs_fn, 4,
                                                        jax.random.key(1))

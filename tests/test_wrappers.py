@@ -7,10 +7,22 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from batchrl.envs.wrappers import (ActionRepeat, AutoReset, CacheSpaces, ClipAction,
-                                   ConvertTo32Bit, FrameDelta, FrameHistory, Guard, GuardError,
-                                   GuardWarning, LimitDuration, RandomStart, RangeNormalize,
-                                   batch_ppo_stack)
+from batchrl.envs.wrappers import (
+  ActionRepeat,
+  AutoReset,
+  CacheSpaces,
+  ClipAction,
+  ConvertTo32Bit,
+  FrameDelta,
+  FrameHistory,
+  Guard,
+  GuardError,
+  GuardWarning,
+  LimitDuration,
+  RandomStart,
+  RangeNormalize,
+  batch_ppo_stack,
+)
 
 DURATIONS = (1, 2, 3, 4)
 

@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import spaces
-from batchrl.agents.states import (check_leaf, check_states, named_spaces, space_kind,
-                                   space_kinds)
+from batchrl.agents.states import check_leaf, check_states, named_spaces, space_kind, space_kinds
 from batchrl.exploration import build_explorations
 from batchrl.ops.running_stats import RunningStats
 from batchrl.preprocessing import build_preprocessing, build_stack

@@ -2,9 +2,9 @@
 
 In TensorForce's words the *Model* computes actions and updates, and the *Agent*
 (``batchrl.Agent``, the object users drive) handles interaction: preprocessing, exploration,
-per-stream buffering. A model is a bundle of pure functions over one explicit state pytree. Nothing is hidden in
-Python objects, so every function can be ``jax.jit``-ed, ``jax.vmap``-ed over seeds, and the
-whole state is what a checkpoint saves.
+per-stream buffering. A model is a bundle of pure functions over one explicit state pytree. Nothing
+is hidden in Python objects, so every function can be ``jax.jit``-ed, ``jax.vmap``-ed over seeds,
+and the whole state is what a checkpoint saves.
 
 Shapes: ``B`` is ``spec.num_envs`` (the batch of environments acted for at once), ``T`` time.
 

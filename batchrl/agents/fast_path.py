@@ -31,7 +31,7 @@ from batchrl import jax_internals
 from batchrl.agents import interaction
 from batchrl.agents.act_reads import act_reads, store_writes
 from batchrl.agents.adapters import Adapters
-from batchrl.agents.interaction import AgentState, AgentParts
+from batchrl.agents.interaction import AgentParts, AgentState
 from batchrl.agents.runtime import Runtime
 from batchrl.agents.states import DTYPES, named_spaces, space_kind
 
@@ -64,7 +64,7 @@ def _make_plan(rt: Runtime, state: AgentState) -> FastPlan | str:
   try:
     reads = act_reads(model, state.model, state.obs, state.key)
     written = store_writes(model, state.model, state.obs, state.action, state.extras)
-  except Exception as e:  # noqa: BLE001  an optimization: any doubt keeps the fused path
+  except Exception as e:  # an optimization: any doubt keeps the fused path
     return f"the model's act and store could not be traced to check them ({e!r})"
   clash = [i for i, (r, w) in enumerate(zip(reads, written)) if r and w]
   if clash:

@@ -89,7 +89,7 @@ def _where_rows(mask: jax.Array, new, old):
 def empty_stage(parts: AgentParts, obs, action, extras) -> Transition:
   """Zeros for ``[K, N]`` staged transitions, shaped like one row of ``[N]`` experience."""
   depth, n = parts.stage_depth, parts.num_streams
-  zeros = lambda x: jnp.zeros((depth,) + jnp.shape(x), jnp.result_type(x))  # noqa: E731
+  zeros = lambda x: jnp.zeros((depth,) + jnp.shape(x), jnp.result_type(x))
   flags = jnp.zeros((depth, n), jnp.bool_)
   return Transition(jax.tree.map(zeros, obs), jax.tree.map(zeros, action),
                     jnp.zeros((depth, n), jnp.float32), flags, flags,

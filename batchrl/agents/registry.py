@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import warnings
 
-from batchrl.agents.families import api_names as names, api_type as get
+from batchrl.agents.families import api_names as names
+from batchrl.agents.families import api_type as get
 from batchrl.agents.family import BuildContext
 
 warnings.warn("batchrl.agents.registry is now batchrl.agents.families (api_type, api_names) "

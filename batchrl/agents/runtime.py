@@ -23,11 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import interaction, spaces
-from batchrl.agents.families import api_type, family_of_type
-from batchrl.agents.family import BuildContext
 from batchrl.agents.adapters import Adapters, build_adapters
 from batchrl.agents.errors import AgentUsageError
-from batchrl.agents.interaction import AgentState, AgentParts
+from batchrl.agents.families import api_type, family_of_type
+from batchrl.agents.family import BuildContext
+from batchrl.agents.interaction import AgentParts, AgentState
 from batchrl.configclass import ConfigError, from_dict
 from batchrl.specs import EnvSpec
 

@@ -42,8 +42,8 @@ from pathlib import Path
 
 from batchrl import configs
 from batchrl.bench.suites import Entry, Suite
-from batchrl.cpus import usable_cpu_ids
 from batchrl.configclass import ConfigError
+from batchrl.cpus import usable_cpu_ids
 from batchrl.files import write_atomic
 from batchrl.logging import METRICS_FILE, read_metrics
 from batchrl.train.local import check_seeds
@@ -305,7 +305,7 @@ def _free_slot(running: list[_Running], jobs: int) -> int:
 def _start(run: Run, logdir: Path, slot: int, cores: list[list[int]], jobs: int) -> _Running:
   path = log_path(logdir, run)
   path.parent.mkdir(parents=True, exist_ok=True)
-  log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed when reaped)
+  log_file = open(path, "a", encoding="utf-8")  # closed when reaped
   pinned = set(cores[slot])
   record_cut_sitting(logdir, run)  # before its process starts writing records again
   resumed = run_dir(logdir, run).exists()

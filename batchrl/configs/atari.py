@@ -113,8 +113,8 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.replay.q_config import DQNConfig
 from batchrl.agents.ppo import PPOConfig
+from batchrl.agents.replay.q_config import DQNConfig
 from batchrl.configs.run import Experiment, RunConfig
 
 # conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, 'valid' padding: 84x84 -> 20x20

@@ -230,7 +230,7 @@ def _iterations(run: RunConfig, config) -> int | None:
 def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], agent: str) -> str:
   options = [f"run.{k}" for k in run_keys] + [f"{agent}.{k}" for k in agent_keys]
   bare = sorted(run_keys | agent_keys)
-  return (f"unknown config key {key!r}{did_you_mean(key, bare, n=3)}. Valid keys: {', '.join(sorted(options))} "
-          "(see `batchrl configs NAME`).")
+  return (f"unknown config key {key!r}{did_you_mean(key, bare, n=3)}. "
+          f"Valid keys: {', '.join(sorted(options))} (see `batchrl configs NAME`).")
 
 

@@ -1,11 +1,11 @@
 """The runner pool: N env-runner actors, each call answered by all of them, failures replaced.
 
 ``start(method, *args)`` sends the call to every runner; ``finish`` waits for their answers
-and returns them in runner order (the learner can work in between). A runner whose process dies, whose call raises, or that does not answer within its
-timeout is killed and replaced by a new actor (fresh envs, a new seed), and the call is sent
-to the replacement: its partial work is dropped, never mixed into the answers. Every
-replacement is recorded (``restarts``) and logged; after ``max_restarts`` the pool raises
-``RunnerFailure``.
+and returns them in runner order (the learner can work in between). A runner whose process dies,
+whose call raises, or that does not answer within its timeout is killed and replaced by a new actor
+(fresh envs, a new seed), and the call is sent to the replacement: its partial work is dropped,
+never mixed into the answers. Every replacement is recorded (``restarts``) and logged; after
+``max_restarts`` the pool raises ``RunnerFailure``.
 """
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ class RunnerPool:
   def _kill(self, actor) -> None:
     try:
       self._ray.kill(actor, no_restart=True)
-    except Exception:  # noqa: BLE001 - already gone is fine
+    except Exception:  # already gone is fine
       pass
 
   def close(self) -> None:
@@ -138,7 +138,7 @@ class RunnerPool:
     refs = [a.close.remote() for a in self.actors]
     try:
       self._ray.wait(refs, num_returns=len(refs), timeout=10.0)
-    except Exception:  # noqa: BLE001
+    except Exception:
       pass
     for actor in self.actors:
       self._kill(actor)

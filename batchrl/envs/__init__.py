@@ -9,10 +9,23 @@ import importlib
 
 from batchrl.envs.checker import EnvCheckError, check_env
 from batchrl.envs.core import Environment, GymEnvironment, make, make_gym
-from batchrl.envs.wrappers import (ActionRepeat, AutoReset, CacheSpaces, ClipAction,
-                                   ConvertTo32Bit, FrameDelta, FrameHistory, Guard, GuardError,
-                                   GuardWarning, LimitDuration, RandomStart, RangeNormalize,
-                                   Wrapper, batch_ppo_stack)
+from batchrl.envs.wrappers import (
+  ActionRepeat,
+  AutoReset,
+  CacheSpaces,
+  ClipAction,
+  ConvertTo32Bit,
+  FrameDelta,
+  FrameHistory,
+  Guard,
+  GuardError,
+  GuardWarning,
+  LimitDuration,
+  RandomStart,
+  RangeNormalize,
+  Wrapper,
+  batch_ppo_stack,
+)
 from batchrl.errors import did_you_mean
 
 _LAZY = {

@@ -51,8 +51,13 @@ from batchrl.envs.batch_backends import LocalBackend, ProcessBackend
 from batchrl.envs.batch_group import Report, space_mismatch
 from batchrl.envs.batch_infos import collect_infos, merge_infos
 from batchrl.envs.batch_layout import Layout, item_shape_dtype
-from batchrl.envs.process import (EnvClosedError, EnvError, EnvWorkerDied, EnvWorkerError,
-                                  EnvWorkerTimeout)
+from batchrl.envs.process import (
+  EnvClosedError,
+  EnvError,
+  EnvWorkerDied,
+  EnvWorkerError,
+  EnvWorkerTimeout,
+)
 from batchrl.errors import did_you_mean
 
 # Which numpy dtype kinds an action may have, by the kind of the space's dtype. Floats are

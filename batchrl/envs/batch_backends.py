@@ -21,8 +21,18 @@ from batchrl.cpus import usable_cpus
 from batchrl.envs import launch
 from batchrl.envs.batch_group import EMPTY, EnvGroup, Report, serve_group, spin_until_readable
 from batchrl.envs.batch_layout import Buffers, Layout, create_block
-from batchrl.envs.process import (ATTACH, CALL, EXCEPTION, RESET, RESTART, STEP, EnvError,
-                                  EnvWorkerDied, EnvWorkerTimeout, WorkerHandle)
+from batchrl.envs.process import (
+  ATTACH,
+  CALL,
+  EXCEPTION,
+  RESET,
+  RESTART,
+  STEP,
+  EnvError,
+  EnvWorkerDied,
+  EnvWorkerTimeout,
+  WorkerHandle,
+)
 
 
 class LocalBackend:

@@ -24,8 +24,21 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs import launch, process
 from batchrl.envs.batch_infos import info_block, info_columns
 from batchrl.envs.batch_layout import Buffers, attach_block
-from batchrl.envs.process import (ATTACH, CALL, CLOSE, EXCEPTION, HEADER, READY, RESET,
-                                  RESTART, RESULT, STEP, EnvWorkerError, ErrorRecord)
+from batchrl.envs.process import (
+  ATTACH,
+  CALL,
+  CLOSE,
+  EXCEPTION,
+  HEADER,
+  READY,
+  RESET,
+  RESTART,
+  RESULT,
+  STEP,
+  EnvWorkerError,
+  ErrorRecord,
+)
+
 
 class Report(NamedTuple):
   """What a command produced beyond the shared arrays (None where there is nothing)."""

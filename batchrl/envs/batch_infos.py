@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+
 def info_columns(pairs: list) -> dict:
   """[(env index, info dict)] -> {key: column}, cheap to pickle; merged by ``merge_infos``.
 

@@ -194,7 +194,7 @@ class InGraphBatchEnv:
   def _step_all_lanes(self, keys, state, action) -> EnvStep:
     """``step`` of every lane at once: their actions ``[S, N, ...]`` in one host call."""
     out = self._batch_step(keys, state, _join_lanes(action))
-    lanes = lambda x: _split_lanes(x, self.lanes)  # noqa: E731
+    lanes = lambda x: _split_lanes(x, self.lanes)
     return EnvStep(lanes(out.obs), out.state, lanes(out.reward), lanes(out.terminated),
                    lanes(out.truncated), lanes(out.final_obs), {})
 

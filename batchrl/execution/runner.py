@@ -197,8 +197,8 @@ class Progress:
     if not enabled:
       return
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
-                               TextColumn, TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as RichProgress
     self.unit = "episodes" if options.num_episodes is not None else "timesteps"
     total = options.num_episodes if options.num_episodes is not None else options.num_timesteps
     self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),

@@ -37,10 +37,21 @@ import time
 import numpy as np
 
 from batchrl.agents.errors import StreamAheadError
-from batchrl.execution.runner import (Progress, RunOptions, RunStats, check_count,
-                                      borrowed_gym_env, callback_caller, check_streams,
-                                      env_seeds, environment_sources, episode_limit,
-                                      resolve_run_options, tree_batch1, tree_row)
+from batchrl.execution.runner import (
+  Progress,
+  RunOptions,
+  RunStats,
+  borrowed_gym_env,
+  callback_caller,
+  check_count,
+  check_streams,
+  env_seeds,
+  environment_sources,
+  episode_limit,
+  resolve_run_options,
+  tree_batch1,
+  tree_row,
+)
 
 _GIVE_UP = object()  # an agent call that can no longer succeed in this run
 

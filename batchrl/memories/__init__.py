@@ -74,14 +74,35 @@ part of the errors::
                                                    errors[:batch - n_demo])
     demo_state = demo_memory.update_priorities(demo_state, demo.index, errors[batch - n_demo:])
 """
-from batchrl.memories.prioritized import (SumTree, importance_weights, naive_sample, tree_find,
-                                          tree_init, tree_sample, tree_update)
-from batchrl.memories.replay import (MEMORY_TYPES, Memory, MemoryCapacityError, MemorySpecError,
-                                     MemoryState, Sample, available_bytes, check_fits,
-                                     concat_samples, item_nbytes, make_memory)
-from batchrl.memories.transitions import (TransitionItem, check_transitions, import_transitions,
-                                          transition_window_mask,
-                                          transitions_from_observations)
+from batchrl.memories.prioritized import (
+  SumTree,
+  importance_weights,
+  naive_sample,
+  tree_find,
+  tree_init,
+  tree_sample,
+  tree_update,
+)
+from batchrl.memories.replay import (
+  MEMORY_TYPES,
+  Memory,
+  MemoryCapacityError,
+  MemorySpecError,
+  MemoryState,
+  Sample,
+  available_bytes,
+  check_fits,
+  concat_samples,
+  item_nbytes,
+  make_memory,
+)
+from batchrl.memories.transitions import (
+  TransitionItem,
+  check_transitions,
+  import_transitions,
+  transition_window_mask,
+  transitions_from_observations,
+)
 
 __all__ = [
     "MEMORY_TYPES", "Memory", "MemoryCapacityError", "MemorySpecError", "MemoryState", "Sample",

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.errors import UserInputError
-from batchrl.memories.replay import Memory, MemoryState, MemorySpecError
+from batchrl.memories.replay import Memory, MemorySpecError, MemoryState
 
 
 class TransitionItem(NamedTuple):
@@ -223,7 +223,7 @@ def _assemble(states, actions, rewards, terminal, next_states) -> TransitionItem
   if not keep.any():
     raise UserInputError("a single observation that did not end has no next state; give "
                      "'next_state' or more observations.")
-  take = lambda x: np.asarray(x)[keep]  # noqa: E731
+  take = lambda x: np.asarray(x)[keep]
   return TransitionItem(jax.tree.map(take, states), jax.tree.map(take, actions),
                         rewards[keep], (codes == 1)[keep], (codes == 2)[keep],
                         jax.tree.map(take, next_obs))

@@ -36,8 +36,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.errors import did_you_mean
-from batchrl.networks.distributions import (Bernoulli, Beta, Categorical, DiagGaussian,
-                                            Independent, Joint, Reshaped)
+from batchrl.networks.distributions import (
+  Bernoulli,
+  Beta,
+  Categorical,
+  DiagGaussian,
+  Independent,
+  Joint,
+  Reshaped,
+)
 
 ACTION_KINDS = ("float", "int", "bool")
 FLOAT_DISTRIBUTIONS = ("gaussian", "beta")

@@ -72,8 +72,14 @@ from gymnasium import spaces
 
 from batchrl.errors import did_you_mean
 from batchrl.networks.layers import (
-    RECURRENT_TYPES, LayerPlan, NetworkSpecError, apply_layer, check_layer, infer_shape,
-    initial_layer_carry)
+  RECURRENT_TYPES,
+  LayerPlan,
+  NetworkSpecError,
+  apply_layer,
+  check_layer,
+  infer_shape,
+  initial_layer_carry,
+)
 
 COMBINES = ("concat", "sum", "product")
 _BRANCH_FORMAT_KEYS = ("branches", "combine", "layers")
@@ -164,11 +170,11 @@ class NetworkPlan:
 
   @property
   def all_layers(self) -> tuple[LayerPlan, ...]:
-    return tuple(l for b in self.branches for l in b.layers) + self.layers
+    return tuple(layer for b in self.branches for layer in b.layers) + self.layers
 
   @property
   def recurrent_layers(self) -> tuple[LayerPlan, ...]:
-    return tuple(l for l in self.all_layers if l.type in RECURRENT_TYPES)
+    return tuple(layer for layer in self.all_layers if layer.type in RECURRENT_TYPES)
 
 
 def _auto_branch(state: InputSpec) -> list[dict]:
@@ -432,7 +438,7 @@ class Network:
   def apply(self, params, carry, inputs, *, deterministic: bool = True,
             dropout_key: jax.Array | None = None):
     """``(carry, features[..., F])``; dropout is active only with ``deterministic=False``."""
-    has_dropout = any(l.type == "dropout" for l in self.plan.all_layers)
+    has_dropout = any(layer.type == "dropout" for layer in self.plan.all_layers)
     if not deterministic and has_dropout and dropout_key is None:
       raise ValueError("deterministic=False turns dropout on and needs dropout_key=...")
     rngs = {"dropout": dropout_key} if dropout_key is not None and has_dropout else {}
@@ -443,7 +449,7 @@ class Network:
     """``()`` when not recurrent; else zeros per recurrent layer, leading axis ``[batch]``."""
     if not self.recurrent:
       return ()
-    return {l.name: initial_layer_carry(l, batch) for l in self.plan.recurrent_layers}
+    return {layer.name: initial_layer_carry(layer, batch) for layer in self.plan.recurrent_layers}
 
   def regularization(self, params) -> jax.Array:
     """``sum l1 * |W| + l2 * W**2`` over the kernels of layers that set those keys."""

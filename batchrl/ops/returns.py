@@ -104,7 +104,7 @@ def lambda_returns(rewards: jax.Array, terminated: jax.Array, truncated: jax.Arr
   Returns:
     ``[T, B, ...]`` float32 returns, shaped as ``next_values``.
   """
-  expand = lambda x: x.reshape(x.shape + (1,) * (next_values.ndim - x.ndim))  # noqa: E731
+  expand = lambda x: x.reshape(x.shape + (1,) * (next_values.ndim - x.ndim))
   rewards = expand(jnp.asarray(rewards, jnp.float32))
   alive = expand(1.0 - jnp.asarray(terminated, jnp.float32))
   cut = expand(jnp.logical_or(terminated, truncated))

@@ -19,10 +19,9 @@ from batchrl.envs.core import make_gym
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import make_vec
 from batchrl.envs.pool import PoolEnv, make_pool
-from batchrl.envs.preprocessed import (PreprocessedEnv, build_env_stack, parse_spec,
-                                       processed_space)
-from batchrl.specs import EnvSpec
+from batchrl.envs.preprocessed import PreprocessedEnv, build_env_stack, parse_spec, processed_space
 from batchrl.envs.wrappers import batch_ppo_stack
+from batchrl.specs import EnvSpec
 
 
 def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,

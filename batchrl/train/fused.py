@@ -1,8 +1,8 @@
 """The fused driver: whole training runs as compiled programs over in-graph environments.
 
-Model-generic: anything with the ``Model`` interface (``batchrl.agents.core``) and a JAX-native batched env
-(``batchrl.envs.jax_env``). One *iteration* is ``agent.period`` fused steps of env + act +
-store, then one ``agent.update`` (agents without a fixed period run ``observe`` steps,
+Model-generic: anything with the ``Model`` interface (``batchrl.agents.core``) and a JAX-native
+batched env (``batchrl.envs.jax_env``). One *iteration* is ``agent.period`` fused steps of env +
+act + store, then one ``agent.update`` (agents without a fixed period run ``observe`` steps,
 updating whenever they are ready). A training run is a ``lax.scan`` of iterations, optionally
 ``vmap``-ed over seeds::
 
@@ -93,8 +93,8 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
   cap before finishing its share counts its running episode as cut there (its return and
   length so far). Returns ``episodes`` (how many finished), ``cut_episodes`` (how many the
   cap cut), ``mean_score`` and ``mean_length`` over both (NaN only when no step was taken)
-  and ``eval_steps`` (steps per env taken). The training state is not changed: use the returned stats only.
-  With ``num_seeds``, ``sim`` holds that many runs (``init_sim(..., num_seeds)``), each
+  and ``eval_steps`` (steps per env taken). The training state is not changed: use the returned
+  stats only. With ``num_seeds``, ``sim`` holds that many runs (``init_sim(..., num_seeds)``), each
   evaluated as above, and every stat has a leading seed axis.
   """
   if not isinstance(num_steps, int) or num_steps < 1:
@@ -134,7 +134,7 @@ def make_evaluate(env, agent: Model, num_steps: int, episodes: int | None = None
     score = score + jnp.where(cut, sim.episode_return, 0.0)
     length = length + jnp.where(cut, sim.episode_length, 0.0)
     total = jnp.sum(count) + jnp.sum(cut)
-    mean = lambda x: jnp.where(total > 0, jnp.sum(x) / jnp.maximum(total, 1),  # noqa: E731
+    mean = lambda x: jnp.where(total > 0, jnp.sum(x) / jnp.maximum(total, 1),
                                jnp.float32(jnp.nan))
     return {"episodes": jnp.sum(count), "cut_episodes": jnp.sum(cut),
             "mean_score": mean(score), "mean_length": mean(length), "eval_steps": t}
@@ -158,7 +158,7 @@ def lane_while(cond, body, carry):
 
   def step(carry):
     going = lanes_cond(carry)
-    keep = lambda new, old: jnp.where(  # noqa: E731
+    keep = lambda new, old: jnp.where(
         going.reshape(going.shape + (1,) * (new.ndim - 1)), new, old)
     return jax.tree.map(keep, lanes_body(carry), carry)
 
@@ -190,7 +190,7 @@ def first_episode_stats(rollout: Rollout) -> dict:
   first = jnp.logical_and(done, jnp.cumsum(done.astype(jnp.int32), axis=0) == 1)
   count = jnp.sum(first)
   denom = jnp.maximum(count, 1)
-  mean = lambda x: jnp.where(count > 0, jnp.sum(jnp.where(first, x, 0)) / denom,  # noqa: E731
+  mean = lambda x: jnp.where(count > 0, jnp.sum(jnp.where(first, x, 0)) / denom,
                              jnp.float32(jnp.nan))
   return {"episodes": count, "mean_score": mean(rollout.episode_return),
           "mean_length": mean(rollout.episode_length)}

@@ -21,16 +21,27 @@ import numpy as np
 from batchrl import programs, simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
-from batchrl.parts import PartRunner, LaneSplit
+from batchrl.parts import LaneSplit, PartRunner
 from batchrl.train import fused
-from batchrl.train.build import (build_env, build_model, chunk_kind, close_env, eval_cap,
-                                 eval_kind, eval_steps)
+from batchrl.train.build import (
+  build_env,
+  build_model,
+  chunk_kind,
+  close_env,
+  eval_cap,
+  eval_kind,
+  eval_steps,
+)
 from batchrl.train.cpu_threads import start_cpu_backend
-from batchrl.train.metrics import (nan_mean, per_seed_episodes, per_seed_metrics,
-                                   per_seed_scores, summarize)
+from batchrl.train.metrics import (
+  nan_mean,
+  per_seed_episodes,
+  per_seed_metrics,
+  per_seed_scores,
+  summarize,
+)
 from batchrl.train.rundir import restore_checkpoint, save_checkpoint
 from batchrl.train.schedule import run_in_calls, schedule
-
 
 # --seeds: gymnax envs are vmap-ed with the agents; host envs step as lanes of one batch
 # (``InGraphBatchEnv``), every seed's envs in one crossing. EnvPool's XLA step has no lanes.

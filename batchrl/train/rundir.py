@@ -17,9 +17,9 @@ import yaml
 from batchrl import checkpoint
 from batchrl.agents.core import Model, with_scratch, without_memory, without_scratch
 from batchrl.configclass import ConfigError
-from batchrl.files import write_atomic
 from batchrl.configs import Experiment
 from batchrl.errors import UserInputError
+from batchrl.files import write_atomic
 from batchrl.train.trainer import Trainer
 
 log = logging.getLogger("batchrl")

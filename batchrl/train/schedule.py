@@ -16,7 +16,7 @@ from batchrl.configs import RunConfig
 def schedule(run: RunConfig, steps_per_iteration: int) -> dict[str, int]:
   """Iteration counts for the budget and the report/eval/checkpoint cadence."""
   per = steps_per_iteration
-  every = lambda steps: max(1, math.ceil(steps / per))  # noqa: E731
+  every = lambda steps: max(1, math.ceil(steps / per))
   return {"total": run.iterations(per), "report": run.report_iterations(per),
           "eval": every(run.eval_every) if run.eval_every else 0,
           "checkpoint": every(run.checkpoint_every) if run.checkpoint_every else 0}

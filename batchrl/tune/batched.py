@@ -52,7 +52,7 @@ from batchrl.configs import Experiment, RunConfig, apply_overrides
 from batchrl.errors import UserInputError
 from batchrl.logging import RunLogger
 from batchrl.memories import available_bytes
-from batchrl.parts import PartRunner, LaneSplit
+from batchrl.parts import LaneSplit, PartRunner
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, close_env, eval_cap, eval_kind, eval_steps
@@ -343,12 +343,12 @@ def _train_group(optuna, study, lanes: list[Lane], fields: tuple[str, ...],
   env = build_env(exp.run)
   try:
     group = GroupPrograms(exp, env)
-    values = {f: jnp.asarray([getattr(l.exp.config, f) for l in lanes], jnp.float32)
+    values = {f: jnp.asarray([getattr(lane.exp.config, f) for lane in lanes], jnp.float32)
               for f in fields}
     for lane in lanes:
       _start(lane, tune_dir, opts)
     log.info("Training trials %s in one program (%s batched)",
-             ", ".join(str(l.trial.number) for l in lanes), ", ".join(fields) or "nothing")
+             ", ".join(str(lane.trial.number) for lane in lanes), ", ".join(fields) or "nothing")
     try:
       _drive(group, values, lanes, exp, opts, stop)
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError) as e:
@@ -427,7 +427,7 @@ def _drive(group: GroupPrograms, values: dict, lanes: list[Lane], exp: Experimen
     eval_compiling = programs.compile_ahead(
         lambda: group.evaluate.lower(part_values[0], sims[0], jnp.int32(1)))
     iteration, pace = 0, None
-    while iteration < plan["total"] and not all(l.stopped for l in lanes):
+    while iteration < plan["total"] and not all(lane.stopped for lane in lanes):
       before, start = iteration, time.perf_counter()
       length = phase_length(plan, iteration)
       sims, infos, pace = _train_phase(group, runner, parts, part_values, sims, length,

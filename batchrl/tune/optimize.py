@@ -21,16 +21,16 @@ import yaml
 
 from batchrl import compilation_cache, configs, distributed
 from batchrl.configclass import ConfigError
-from batchrl.files import write_atomic
 from batchrl.configs import Experiment, apply_overrides
 from batchrl.distributed import RayOptions
 from batchrl.distributed import cluster as ray_cluster
 from batchrl.errors import UserInputError, missing_extra
+from batchrl.files import write_atomic
 from batchrl.train.build import check_env
 from batchrl.tune import study as studies
 from batchrl.tune.batched import Batching, batching, check_batching, run_groups, trials_text
-from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.options import TuneOptions
+from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.parallel import Job, run_parallel, samplers_for
 from batchrl.tune.space import Param, check_space, parse_space
 from batchrl.tune.trial import TrialFailed, run_trial

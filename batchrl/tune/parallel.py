@@ -34,8 +34,8 @@ from batchrl import compilation_cache
 from batchrl.configs import Experiment
 from batchrl.errors import RunFailure
 from batchrl.tune import study as studies
-from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.options import TuneOptions
+from batchrl.tune.optuna_module import require_optuna
 from batchrl.tune.space import Param
 from batchrl.tune.trial import TrialFailed, run_trial
 
@@ -200,7 +200,7 @@ def _worker(index: int, payload: bytes, tickets, stop_event, messages, parent: i
       if trial is None:
         break
       messages.put(("start", index, trial.number))
-      _run_and_tell(optuna, study, trial, lambda: run_trial(  # noqa: B023
+      _run_and_tell(optuna, study, trial, lambda: run_trial(
           optuna, trial, job.base, job.overrides, job.params, job.options, job.tune_dir,
           stopped))
       messages.put(("done", index, trial.number))

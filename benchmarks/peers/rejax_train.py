@@ -109,9 +109,10 @@ def main() -> None:
   per_iteration = config["num_envs"] * config.get("num_steps", 1)
   every = max(1, round(_common.eval_every(args) / per_iteration)) * per_iteration
 
+  from importlib.metadata import version
+
   import jax
   import rejax
-  from importlib.metadata import version
 
   setup_start = time.perf_counter()
   algo_cls = rejax.get_algo(args.algo)

@@ -161,8 +161,9 @@ def main() -> None:
     args.target = TARGETS[args.env]
   every = _common.eval_every(args)
 
-  import torch
   from importlib.metadata import version
+
+  import torch
   if args.torch_threads:
     torch.set_num_threads(args.torch_threads)
 

@@ -27,8 +27,9 @@ def main() -> None:
   p.add_argument("--warmup", type=int, default=200, help="learning steps before the timing")
   args = p.parse_args()
 
-  import gymnasium as gym
   from importlib.metadata import version
+
+  import gymnasium as gym
   sbx_train.patch_start_sampling()
   if args.library == "sb3":
     import torch
@@ -41,7 +42,8 @@ def main() -> None:
   model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
   wall, cpu = time.perf_counter() - start, time.process_time() - cpu
   dist = "sbx-rl" if args.library == "sbx" else "stable-baselines3"
-  _common.emit({"peer": f"{args.library}_{args.algo}_step", "library": f"{args.library} {version(dist)}",
+  _common.emit({"peer": f"{args.library}_{args.algo}_step",
+                "library": f"{args.library} {version(dist)}",
                 "env": args.env, "steps": args.steps, "step_ms": wall / args.steps * 1e3,
                 "cpu_ms": cpu / args.steps * 1e3})
 

@@ -148,8 +148,9 @@ def main() -> None:
   args = p.parse_args()
   every = _common.eval_every(args)
 
-  import gymnasium as gym
   from importlib.metadata import version
+
+  import gymnasium as gym
   from stable_baselines3.common.evaluation import evaluate_policy
   patch_start_sampling()
 

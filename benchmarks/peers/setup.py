@@ -154,7 +154,8 @@ def build(venv: str, python: str, with_envpool: bool) -> dict:
   if broken:
     raise SystemExit(f"installed but not importable: {', '.join(broken)}; see the pip "
                      "output above, then run again with --force.")
-  info.update(torch_build=torch_build, missing=missing, platform=sysconfig.get_platform(), build_s=round(time.perf_counter() - start),
+  info.update(torch_build=torch_build, missing=missing, platform=sysconfig.get_platform(),
+              build_s=round(time.perf_counter() - start),
               built=time.strftime("%Y-%m-%d %H:%M:%S"))
   with open(os.path.join(venv, MANIFEST), "w") as f:
     json.dump(info, f, indent=2)

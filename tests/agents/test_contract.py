@@ -19,8 +19,15 @@ from batchrl.envs.core import make
 from batchrl.errors import UserInputError
 from batchrl.train.local import LocalTrainer
 
-from .conftest import (AGENTS, FUSED_CONFIGS, FUSED_OVERRIDES, NETWORK, STEPS, probe_states,
-                       run_steps)
+from .conftest import (
+  AGENTS,
+  FUSED_CONFIGS,
+  FUSED_OVERRIDES,
+  NETWORK,
+  STEPS,
+  probe_states,
+  run_steps,
+)
 
 
 def _jsonable(value):

@@ -37,10 +37,13 @@ import optax
 
 from batchrl.agents import spaces
 from batchrl.agents.actor_critic.config import ActorCriticConfig
-from batchrl.agents.actor_critic.losses import (bellman_target, critic_loss,
-                                                temperature_objective)
-from batchrl.agents.actor_critic.networks import (ACNetworks, actor_critic_actions,
-                                                  make_networks, squashed_sample)
+from batchrl.agents.actor_critic.losses import bellman_target, critic_loss, temperature_objective
+from batchrl.agents.actor_critic.networks import (
+  ACNetworks,
+  actor_critic_actions,
+  make_networks,
+  squashed_sample,
+)
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.replay import updates as replay
 from batchrl.agents.spaces import SpaceInfo, space_info
@@ -137,7 +140,7 @@ def optimizers(config: ActorCriticConfig, algo: Algorithm):
   """Adam for the actor, the critics and (SAC) the temperature."""
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
-  adam = lambda rate: optax.chain(*clip, optax.adam(rate, eps=config.adam_epsilon))  # noqa: E731
+  adam = lambda rate: optax.chain(*clip, optax.adam(rate, eps=config.adam_epsilon))
   alpha = optax.adam(config.alpha_learning_rate) if algo.learns_alpha else None
   return adam(config.learning_rate), adam(config.critic_learning_rate), alpha
 
@@ -285,7 +288,7 @@ def gradient_step(config: ActorCriticConfig, algo: Algorithm, move_targets, stat
 
   move = move_targets & learn_actor if algo.targets_with_actor else move_targets
   tau = config.update_target_weight
-  moved = lambda new, old: jax.tree.map(  # noqa: E731
+  moved = lambda new, old: jax.tree.map(
       lambda n, o: jnp.where(move, n, o), soft_update(old, new, tau), old)
   params = ACParams(actor, critic, moved(actor, params.target_actor),
                     moved(critic, params.target_critic), log_alpha)

@@ -244,8 +244,8 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
   actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
   if info.layout == "flat":
     actor_torso, critic_torsos = None, None
-    example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)  # noqa: E731
-    prepare = lambda obs: (obs, None)  # noqa: E731
+    example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)
+    prepare = lambda obs: (obs, None)
   else:
     spec = json.loads(config.network) if config.network is not None else "auto"
     inputs = input_specs_from_space(info.network_space)
@@ -255,8 +255,8 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
                        "recurrent (lstm/gru) layers; remove them from the network or stack "
                        "frames with the 'sequence' preprocessor.")
     actor_torso, critic_torsos = torsos[0].module, tuple(t.module for t in torsos[1:])
-    example = lambda: spaces.zero_obs(info, (1,))  # noqa: E731
-    prepare = lambda obs: spaces.split_masks(info, obs)  # noqa: E731
+    example = lambda: spaces.zero_obs(info, (1,))
+    prepare = lambda obs: spaces.split_masks(info, obs)
   if isinstance(actions, DiscreteActions):
     return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
                               example, prepare)

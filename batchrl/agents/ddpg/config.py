@@ -4,8 +4,11 @@ normalized units, by default; Ornstein-Uhlenbeck as in Lillicrap et al. 2016 is
 ``{"type": "ornstein_uhlenbeck", "sigma": 0.2}``)."""
 from __future__ import annotations
 
-from batchrl.agents.actor_critic.config import (DeterministicActorConfig, check_actor_critic,
-                                                parse_exploration)
+from batchrl.agents.actor_critic.config import (
+  DeterministicActorConfig,
+  check_actor_critic,
+  parse_exploration,
+)
 from batchrl.configclass import configclass
 
 

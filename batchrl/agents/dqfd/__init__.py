@@ -4,9 +4,18 @@ and a large-margin supervised loss, as a pure ``Model``; TensorForce keys in
 from batchrl.agents.dqfd.config import DQFDConfig
 from batchrl.agents.dqfd.keys import dqfd_config
 from batchrl.agents.dqfd.losses import large_margin
-from batchrl.agents.dqfd.model import (DQFDState, NoDemonstrationsError, demo_size, growing,
-                                       import_demonstrations, import_observations, make_dqfd,
-                                       pretrain, set_demonstrations, with_demo_capacity)
+from batchrl.agents.dqfd.model import (
+  DQFDState,
+  NoDemonstrationsError,
+  demo_size,
+  growing,
+  import_demonstrations,
+  import_observations,
+  make_dqfd,
+  pretrain,
+  set_demonstrations,
+  with_demo_capacity,
+)
 from batchrl.agents.dqfd.presets import cartpole_dqfd
 from batchrl.agents.family import AgentFamily, AgentType, replaces_state
 from batchrl.agents.replay.keys import replay_keys

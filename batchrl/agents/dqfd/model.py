@@ -54,9 +54,8 @@ from batchrl.agents.replay.q_config import parse_exploration
 from batchrl.agents.replay.q_learning import DQNState
 from batchrl.agents.replay.updates import Static
 from batchrl.errors import UserInputError
+from batchrl.memories import Memory, MemoryState, TransitionItem, import_transitions, make_memory
 from batchrl.ops.targets import soft_update
-from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
-                              make_memory)
 from batchrl.specs import EnvSpec
 
 
@@ -173,7 +172,7 @@ def loss_fn(config: DQFDConfig, nets, params, items, weight, demo, valid, one, m
       nstep.append(losses.td_loss(many[c.name] - q_taken, config.clip_loss).reshape(k, -1))
     margin.append(dqfd_losses.large_margin(q[c.name], action, config.expert_margin,
                                            masks[c.name]).reshape(k, -1))
-  mean = lambda parts: jnp.mean(jnp.concatenate(parts, axis=1), axis=1)  # noqa: E731
+  mean = lambda parts: jnp.mean(jnp.concatenate(parts, axis=1), axis=1)
   td_loss, margin_loss = mean(td), mean(margin)
   nstep_loss = mean(nstep) if nstep else jnp.zeros_like(td_loss)
   per_sample = (td_loss + config.nstep_weight * nstep_loss
@@ -196,11 +195,11 @@ def gradient_step(config: DQFDConfig, base: DQNState, parts: tuple[Part, ...], p
   """One Adam step on the concatenated parts: ``(params, opt_state, |TD| [K], metrics)``."""
   nets = dqn.networks(config, base.info)
   pieces = [(p.sample, *_targets(config, nets, base, params, p), p) for p in parts]
-  cat = lambda *xs: jnp.concatenate(xs, axis=0)  # noqa: E731
+  cat = lambda *xs: jnp.concatenate(xs, axis=0)
   items = jax.tree.map(cat, *[s.items for s, _, _, _ in pieces])
   one = jax.tree.map(cat, *[o for _, o, _, _ in pieces])
   many = (jax.tree.map(cat, *[m for _, _, m, _ in pieces]) if config.n_step > 1 else None)
-  flags = lambda f: cat(*[jnp.full(s.weight.shape, f(p), jnp.float32)  # noqa: E731
+  flags = lambda f: cat(*[jnp.full(s.weight.shape, f(p), jnp.float32)
                           for s, _, _, p in pieces])
   weight = cat(*[s.weight for s, _, _, _ in pieces])
   demo, valid = flags(lambda p: float(p.demo)), flags(lambda p: p.valid)

@@ -36,11 +36,10 @@ import optax
 
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
+from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
+from batchrl.agents.naf.networks import NAFNetworks, advantage, check_continuous, make_networks
 from batchrl.agents.replay import losses
 from batchrl.agents.replay import updates as replay
-from batchrl.agents.naf.config import NAFConfig, parse_naf_exploration
-from batchrl.agents.naf.networks import (NAFNetworks, advantage, check_continuous,
-                                         make_networks)
 from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.memories import MemoryState, TransitionItem, import_transitions
 from batchrl.specs import EnvSpec

@@ -158,8 +158,8 @@ def make_networks(config, info: SpaceInfo) -> NAFNetworks:
   bounded = tuple(bool(b) for b in amap.bounded)
   if info.layout == "flat":
     module = MLPNAF(config.hidden_layers, config.activation, bounded)
-    example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)  # noqa: E731
-    prepare = lambda obs: obs  # noqa: E731
+    example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)
+    prepare = lambda obs: obs
   else:
     from batchrl.networks.layered import build_network, input_specs_from_space
     spec = json.loads(config.network) if config.network is not None else "auto"
@@ -169,8 +169,8 @@ def make_networks(config, info: SpaceInfo) -> NAFNetworks:
                        "recurrent (lstm/gru) layers; remove them from the network or stack "
                        "frames with the 'sequence' preprocessor.")
     module = SpecNAF(torso.module, bounded)
-    example = lambda: spaces.zero_obs(info, (1,))  # noqa: E731
-    prepare = lambda obs: spaces.split_masks(info, obs)[0]  # noqa: E731
+    example = lambda: spaces.zero_obs(info, (1,))
+    prepare = lambda obs: spaces.split_masks(info, obs)[0]
 
   # the example input is made per call: this function is cached and may first run inside
   # a trace, whose arrays must not outlive it

@@ -136,7 +136,7 @@ def init_state(config: PGConfig, key: jax.Array, spec: EnvSpec, name: str,
   baseline_opt = (baseline_optimizer(config).init(params["baseline"])
                   if "baseline" in params else ())
   steps, envs = buffer_length(config, info.num_envs), info.num_envs
-  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
+  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))
   zero_obs = spaces.zero_obs(info, (envs,))
   flags = jnp.zeros((steps, envs), jnp.bool_)
   rollout = Rollout(jax.tree.map(per_step, zero_obs),
@@ -372,7 +372,7 @@ def train_baseline(config: PGConfig, nets: PGNetworks, params, opt_state, obs,
 
   def epoch(carry, epoch_key):
     order = jax.random.permutation(epoch_key, size) if parts > 1 else jnp.arange(size)
-    split = lambda x: x[order].reshape((parts, size // parts) + x.shape[1:])  # noqa: E731
+    split = lambda x: x[order].reshape((parts, size // parts) + x.shape[1:])
     return jax.lax.scan(minibatch, carry, jax.tree.map(split, flat))
 
   keys = jax.random.split(key, config.baseline_steps)

@@ -24,8 +24,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from batchrl.agents.family import (IGNORED_KEYS, BuildContext, build_config, check_keys,
-                                   merge_learning_rate, take_aliases)
+from batchrl.agents.family import (
+  IGNORED_KEYS,
+  BuildContext,
+  build_config,
+  check_keys,
+  merge_learning_rate,
+  take_aliases,
+)
 from batchrl.agents.ppo.config import PPOConfig
 from batchrl.configclass import ConfigError
 

@@ -31,14 +31,13 @@ from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses, shuffle
 from batchrl.agents.ppo.config import PPOConfig
-from batchrl.agents.ppo.networks import (PPONetworks, make_networks, make_spec_networks,
-                                         reset_carry)
+from batchrl.agents.ppo.networks import PPONetworks, make_networks, make_spec_networks, reset_carry
 from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.configclass import ConfigError
 from batchrl.networks import conv
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
-from batchrl.parts import PartRunner, LaneSplit, largest_divisor
+from batchrl.parts import LaneSplit, PartRunner, largest_divisor
 from batchrl.specs import EnvSpec
 
 
@@ -185,7 +184,7 @@ def init(config: PPOConfig, key: jax.Array, spec: EnvSpec) -> PPOState:
   steps, envs = config.rollout_length, info.num_envs
   zero_obs = spaces.zero_obs(info, (envs,))
   policy = nets.policy(params["policy"], carry, zero_obs)[1]
-  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))  # noqa: E731
+  per_step = lambda x: jnp.broadcast_to(x, (steps,) + jnp.shape(x))
   flags = jnp.zeros((steps, envs), jnp.bool_)
   buffer = RolloutBuffer(
       obs=jax.tree.map(per_step, zero_obs),
@@ -288,8 +287,8 @@ def _through_host(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
   """``host_update`` as one ``pure_callback``; the RNG key crosses as its raw data (callbacks
   take plain arrays only)."""
   impl = jax.random.key_impl(state.key)
-  raw = lambda s: s._replace(key=jax.random.key_data(s.key))  # noqa: E731
-  typed = lambda s: s._replace(key=jax.random.wrap_key_data(s.key, impl=impl))  # noqa: E731
+  raw = lambda s: s._replace(key=jax.random.key_data(s.key))
+  typed = lambda s: s._replace(key=jax.random.wrap_key_data(s.key, impl=impl))
 
   def on_host(raw_state):
     new_state, metrics = host_update(config, typed(raw_state))
@@ -392,7 +391,7 @@ def _host_gradients(config: PPOConfig, info: SpaceInfo, params, penalty, share):
 
 @functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
 def _host_apply_mean(config: PPOConfig, info: SpaceInfo, carry, grads: list, metrics: list):
-  mean = lambda *shares: jnp.mean(jnp.stack(shares), axis=0)  # noqa: E731
+  mean = lambda *shares: jnp.mean(jnp.stack(shares), axis=0)
   return apply_gradients(config, info, carry, jax.tree.map(mean, *grads),
                          jax.tree.map(mean, *metrics))
 
@@ -419,7 +418,7 @@ def host_update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
     for epoch_key in jax.random.split(epochs_key, config.update_epochs):
       batches = _host_epoch_batches(config, info, sequences, epoch_key)
       for i in range(jax.tree.leaves(batches)[0].shape[0]):
-        batch = jax.tree.map(lambda x: x[i], batches)  # noqa: B023
+        batch = jax.tree.map(lambda x: x[i], batches)
         if shares.count == 1:
           carry, metrics = _host_minibatch_step(config, info, carry, state.penalty, batch)
         else:
@@ -449,7 +448,7 @@ def _values_in_chunks(config: PPOConfig, state: PPOState):
   cuts = [(start, start + per_call) for start in range(0, steps, per_call)]
 
   def values_of(obs, runner):
-    call = lambda cut: _host_values(config, state.info, state.params, state.obs_stats,  # noqa: E731
+    call = lambda cut: _host_values(config, state.info, state.params, state.obs_stats,
                                     jax.tree.map(lambda x: x[cut[0]:cut[1]], obs))
     return jnp.concatenate(runner.map(call, cuts))
 
@@ -568,8 +567,8 @@ def flat_step(optimizer: optax.GradientTransformation, grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, norm
   flat_params, unravel = ravel_pytree(params)
   flat_grads = ravel_pytree(grads)[0]
-  like_params = lambda x: jax.tree.structure(x) == jax.tree.structure(params)  # noqa: E731
-  ravel = lambda x: ravel_pytree(x)[0] if like_params(x) else x  # noqa: E731
+  like_params = lambda x: jax.tree.structure(x) == jax.tree.structure(params)
+  ravel = lambda x: ravel_pytree(x)[0] if like_params(x) else x
   flat_state = jax.tree.map(ravel, opt_state, is_leaf=like_params)
   updates, flat_state = optimizer.update(flat_grads, flat_state, flat_params)
   opt_state = jax.tree.map(lambda new, old: unravel(new) if like_params(old) else new,
@@ -609,7 +608,7 @@ def epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateData, key
     return jax.tree.map(lambda x: x[None], sequences)
   num_sequences = jax.tree.leaves(sequences)[0].shape[0]
   order = shuffle.permutation(key, num_sequences)
-  split = lambda x: x[order].reshape(  # noqa: E731
+  split = lambda x: x[order].reshape(
       (num_minibatches, num_sequences // num_minibatches) + x.shape[1:])
   return jax.tree.map(split, sequences)
 

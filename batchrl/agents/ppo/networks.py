@@ -33,6 +33,7 @@ from batchrl.networks.heads import ActionHeads, action_specs_from_space
 from batchrl.networks.layered import build_network, input_specs_from_space
 from batchrl.networks.mlp import MLP, reset_carry
 
+
 class GaussianHead(nn.Module):
   """``tanh`` mean with a small init; state-independent ``std = softplus(w)``, ``[..., A]``."""
 

@@ -28,8 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from batchrl.agents.family import (IGNORED_KEYS, BuildContext, build_config, check_keys,
-                                   take_aliases)
+from batchrl.agents.family import IGNORED_KEYS, BuildContext, build_config, check_keys, take_aliases
 from batchrl.agents.pqn.config import PQNConfig, num_minibatches_for
 from batchrl.agents.pqn.networks import check_discrete
 from batchrl.configclass import ConfigError

@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents import spaces
-from batchrl.agents.replay.q_networks import (Component, action_masks, components,
-                                              split_components)
+from batchrl.agents.replay.q_networks import Component, action_masks, components, split_components
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.configclass import ConfigError
 from batchrl.networks.layered import InputSpec, build_network

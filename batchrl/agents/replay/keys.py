@@ -35,8 +35,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from batchrl.agents.family import (IGNORED_KEYS, BuildContext, build_config, check_keys,
-                                   merge_learning_rate, take_aliases)
+from batchrl.agents.family import (
+  IGNORED_KEYS,
+  BuildContext,
+  build_config,
+  check_keys,
+  merge_learning_rate,
+  take_aliases,
+)
 from batchrl.configclass import ConfigError
 
 TENSORFORCE_PLUMBING = ("device", "session", "distributed", "global_model", "tf_summary",

@@ -12,8 +12,7 @@ import json
 from typing import Literal
 
 from batchrl.agents.replay import config as replay_config
-from batchrl.agents.replay.config import (MEMORIES, ReplayConfig, check_network_fields,
-                                          check_replay)
+from batchrl.agents.replay.config import MEMORIES, ReplayConfig, check_network_fields, check_replay
 from batchrl.configclass import ConfigError, configclass, param
 
 DEFAULT_EXPLORATION = json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,

@@ -34,14 +34,33 @@ from batchrl.agents import spaces
 from batchrl.agents.core import Transition
 from batchrl.agents.replay import losses
 from batchrl.agents.replay.q_config import DQNConfig
-from batchrl.agents.replay.q_networks import (QNetworks, action_indices, check_discrete,
-                                              env_actions, make_networks, zero_indices)
-from batchrl.agents.replay.updates import (Static, config_of, finish_update, gated_steps,
-                                           memory_of, memory_row, memory_transitions,
-                                           optimizer, update_ready)
+from batchrl.agents.replay.q_networks import (
+  QNetworks,
+  action_indices,
+  check_discrete,
+  env_actions,
+  make_networks,
+  zero_indices,
+)
+from batchrl.agents.replay.updates import (
+  Static,
+  config_of,
+  finish_update,
+  gated_steps,
+  memory_of,
+  memory_row,
+  memory_transitions,
+  optimizer,
+  update_ready,
+)
 from batchrl.agents.spaces import SpaceInfo, space_info
-from batchrl.memories import (Memory, MemoryState, TransitionItem, import_transitions,
-                              transition_window_mask)
+from batchrl.memories import (
+  Memory,
+  MemoryState,
+  TransitionItem,
+  import_transitions,
+  transition_window_mask,
+)
 from batchrl.specs import EnvSpec
 
 

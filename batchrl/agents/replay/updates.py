@@ -17,8 +17,13 @@ from batchrl.agents.core import Model, Transition
 from batchrl.agents.replay.config import ReplayConfig
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.errors import UserInputError
-from batchrl.memories import (Memory, TransitionItem, check_transitions, make_memory,
-                              transitions_from_observations)
+from batchrl.memories import (
+  Memory,
+  TransitionItem,
+  check_transitions,
+  make_memory,
+  transitions_from_observations,
+)
 from batchrl.ops.targets import soft_update
 
 
@@ -100,7 +105,7 @@ def gated_steps(config, memory: Memory, state, ready, step):
     params, opt_state, mstate = carry
     learn = functools.partial(step, state._replace(memory=mstate), k)
     shapes = jax.eval_shape(learn, params, opt_state)
-    skip = lambda p, o: (p, o) + tuple(jax.tree.map(  # noqa: E731
+    skip = lambda p, o: (p, o) + tuple(jax.tree.map(
         lambda s: jnp.zeros(s.shape, s.dtype), shapes[2:]))
     params, opt_state, index, errors, metrics = jax.lax.cond(ready, learn, skip, params,
                                                              opt_state)
@@ -145,7 +150,7 @@ def memory_transitions(info: SpaceInfo, encode_action, observations) -> Transiti
     items = transitions_from_observations(observations)
     items = check_transitions(items, info.observation_space, info.action_space,
                               tuple(info.mask_names))
-    as_jax = lambda tree: jax.tree.map(jnp.asarray, tree)  # noqa: E731
+    as_jax = lambda tree: jax.tree.map(jnp.asarray, tree)
     return TransitionItem(spaces.float_obs(info, as_jax(items.obs)),
                           encode_action(as_jax(items.action)), items.reward,
                           items.terminated, items.truncated,

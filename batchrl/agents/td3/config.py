@@ -5,8 +5,11 @@ choices where implementations differ (``actor_q``, ``targets_with_actor``: the p
 default, sbx's with ``'min'`` and ``False``)."""
 from __future__ import annotations
 
-from batchrl.agents.actor_critic.config import (DeterministicActorConfig, check_actor_critic,
-                                                parse_exploration)
+from batchrl.agents.actor_critic.config import (
+  DeterministicActorConfig,
+  check_actor_critic,
+  parse_exploration,
+)
 from batchrl.agents.actor_critic.losses import first_critic, smallest_critic
 from batchrl.configclass import ConfigError, configclass, param
 

@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
+from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.policy_gradient.model import Batch, PGState
 from batchrl.agents.policy_gradient.networks import PGNetworks, make_networks
 from batchrl.agents.trpo import optim

@@ -32,8 +32,8 @@ class VPGConfig(PGConfig):
       "update, from all of them; each env's unfinished episode waits for a later update.")
   max_episode_timesteps: int | None = param(
       None, "batch_unit 'episodes': the longest episode; sizes the buffer (see "
-      "batchrl.agents.policy_gradient.model.episode_buffer_length). A longer episode is cut there (bootstrapped as at "
-      "a time limit) and counted in the episodes_cut metric.")
+      "batchrl.agents.policy_gradient.model.episode_buffer_length). A longer episode is cut "
+      "there (bootstrapped as at a time limit) and counted in the episodes_cut metric.")
 
   def __post_init__(self):
     check_pg_config(self, "VPGConfig")

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.core import Model
+from batchrl.agents.policy_gradient import model as pg_model
 from batchrl.agents.policy_gradient.model import Batch, PGState
 from batchrl.agents.policy_gradient.networks import PGNetworks, make_networks
 from batchrl.agents.vpg import losses
