@@ -23,7 +23,8 @@ Auto-reset follows Gymnasium's ``AutoresetMode``s exactly (step for step the res
 use: when an env ends an episode, the observation returned is the first one of the next
 episode and ``infos["final_obs"]`` (an object array [N], valid where
 ``infos["_final_obs"]``) holds the last one, for bootstrapping. Gymnasium's own default is
-NEXT_STEP; pass ``autoreset_mode=AutoresetMode.NEXT_STEP`` for code written against it.
+NEXT_STEP; code written against Gymnasium's vector envs swaps in ``BatchEnv.drop_in(...)``,
+which takes their arguments and has their defaults (docs/environments.md says what differs).
 
     env = BatchEnv([lambda: gym.make("CartPole-v1")] * 8, num_workers=2, seed=0)
     obs, infos = env.reset()
@@ -43,12 +44,21 @@ from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.error import AlreadyPendingCallError, NoAsyncCallError
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import (
+  batch_differing_spaces,
+  batch_space,
+  concatenate,
+  create_empty_array,
+  iterate,
+)
 
+from batchrl.cpus import usable_cpus
 from batchrl.envs import process
 from batchrl.envs.batch_backends import LocalBackend, ProcessBackend
-from batchrl.envs.batch_group import Report, space_mismatch
+from batchrl.envs.batch_group import GroupSpec, Report, space_mismatch
 from batchrl.envs.batch_infos import collect_infos, merge_infos
 from batchrl.envs.batch_layout import Layout, item_shape_dtype
 from batchrl.envs.process import (
@@ -57,6 +67,7 @@ from batchrl.envs.process import (
   EnvWorkerDied,
   EnvWorkerError,
   EnvWorkerTimeout,
+  SpaceMismatchError,
 )
 from batchrl.errors import did_you_mean
 
@@ -74,8 +85,8 @@ class BatchEnv(VectorEnv):
       them by value, with cloudpickle), or env id strings.
     num_workers: 0 to step every env in this process; W > 0 to split the envs into W groups
       stepped in parallel, each by a worker process (see ``step_in_parent``).
-    seed: per-env seeds are derived with ``SeedSequence(seed).spawn(N)`` and used by the
-      first ``reset()``; the same seed gives the same trajectories in either mode.
+    seed: the per-env seeds of the first ``reset()``, derived from it as ``seeding`` says; the
+      same seed gives the same trajectories in either mode.
     restart: a RestartPolicy (or True for the default one) to recreate failing envs; None
       raises their errors (EnvWorkerError / EnvWorkerDied / EnvWorkerTimeout, naming the env).
     timeout: seconds to wait for the workers' answer to any one command.
@@ -104,13 +115,26 @@ class BatchEnv(VectorEnv):
         ``reset(options={"reset_mask": mask})`` before the next ``step()``, which refuses
         otherwise.
       An env recreated by ``restart`` ends its episode as truncated, and then follows the mode
-      like any other. ``reset(seed=int)`` derives per-env seeds with ``SeedSequence`` (not
-      Gymnasium's ``seed + i``); pass a list of seeds to reproduce a ``SyncVectorEnv`` run.
+      like any other.
     infos: False drops the envs' own info dicts where they are made (in the workers): the
       infos hold only what the autoreset mode needs (``final_obs``/``_final_obs`` and an
       empty ``final_info``), ``env_restarted`` and the errors' reports. For consumers that
       read no infos (``InGraphBatchEnv`` in training): merging a MuJoCo env's four floats
       into vector infos cost about a fifth of a one-env step's overhead.
+    observation_mode: as Gymnasium's: 'same' (every env has the same observation space),
+      'different' (spaces of one shape and dtype, e.g. other bounds, batched with
+      ``batch_differing_spaces``), or a tuple ``(observation_space, single_observation_space)``.
+    check_actions: True refuses actions that do not fit the action space (shape, dtype kind,
+      Discrete range) with a ValueError before any env sees them, and Discrete actions reach
+      the envs as Python ints; False passes them on as Gymnasium does: each env gets what
+      Gymnasium's ``iterate`` gives (a numpy scalar from an array, a list's own items), and a
+      scalar where a batch is due is a TypeError.
+    seeding: how ``seed`` and ``reset(seed=s)`` give per-env seeds: 'batchrl' with
+      ``SeedSequence(s).spawn(N)`` (well-mixed streams; ``reset(seed=s)`` also seeds
+      ``action_space``), 'gymnasium' as Gymnasium's vector envs do: env i gets ``s + i``.
+
+  ``BatchEnv.drop_in(...)`` takes the arguments of Gymnasium's ``AsyncVectorEnv`` and
+  ``SyncVectorEnv`` and gives their behaviour (NEXT_STEP, actions passed on, ``seed + i``).
   """
 
   metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # the default; instances set theirs
@@ -120,11 +144,17 @@ class BatchEnv(VectorEnv):
                timeout: float = 60.0, context: str = "spawn", start_timeout: float = 120.0,
                spin: float = 0.002, step_in_parent: bool = False,
                autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
-               infos: bool = True):
+               infos: bool = True, observation_mode: str | tuple = "same",
+               check_actions: bool = True, seeding: str = "batchrl"):
     fns = self._check_args(env_fns, num_workers, restart, context)
-    for name, flag in (("step_in_parent", step_in_parent), ("infos", infos)):
+    for name, flag in (("step_in_parent", step_in_parent), ("infos", infos),
+                       ("check_actions", check_actions)):
       if not isinstance(flag, bool):
         raise ValueError(f"{name} must be True or False, got {flag!r}")
+    self.observation_mode = _check_observation_mode(observation_mode)
+    if seeding not in _SEEDINGS:
+      raise ValueError(f"seeding must be one of {_SEEDINGS}, got {seeding!r}")
+    self._check_actions, self._gym_seeding = check_actions, seeding == "gymnasium"
     self.autoreset_mode = check_autoreset_mode(autoreset_mode)
     self._disabled = self.autoreset_mode is AutoresetMode.DISABLED
     self.metadata = {"autoreset_mode": self.autoreset_mode}
@@ -133,26 +163,53 @@ class BatchEnv(VectorEnv):
     self._seed_root = _check_seed(seed)
     spin = _check_spin(spin)
     self._backend = None
+    self._pending: tuple | None = None  # (kind, ...) of a reset_async/step_async not waited for
     if num_workers == 0:
-      self._backend = LocalBackend(fns, self.autoreset_mode, infos)
+      self._backend = LocalBackend(fns, self.autoreset_mode, infos, check_actions)
     else:
       self._backend = ProcessBackend(fns, num_workers, context, process.check_timeout(timeout),
                                      process.check_timeout(start_timeout, "start_timeout"),
-                                     spin, step_in_parent, self.autoreset_mode, infos)
+                                     spin, step_in_parent, self.autoreset_mode, infos,
+                                     check_actions)
     try:
       self._setup_spaces(self._backend.start())
       self._bufs = self._backend.attach(self._layout)
     except BaseException:
       self._backend.close()
       raise
-    self._first_seeds = (_derived_seeds(self._seed_root, self.num_envs)
-                         if self._seed_root is not None else [None] * self.num_envs)
+    self._first_seeds = self._env_seeds(self._seed_root)
     self._restarts = np.zeros(self.num_envs, np.int64)
     self._ready = np.zeros(self.num_envs, np.bool_)  # reset since creation / last failure
     self._ended = np.zeros(self.num_envs, np.bool_)  # DISABLED: ended, not reset since
     self._loose_obs: list = [None] * self.num_envs
     if self._seed_root is not None:
       self.action_space.seed(self._seed_root)
+
+  @classmethod
+  def drop_in(cls, env_fns: Sequence[Callable | str], shared_memory: bool = True,
+              copy: bool = True, context: str | None = None, daemon: bool = True,
+              worker=None, observation_mode: str | tuple = "same",
+              autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, *,
+              num_workers: int | None = None, **options) -> "BatchEnv":
+    """A BatchEnv that behaves as ``gymnasium.vector.AsyncVectorEnv(env_fns, ...)`` (or
+    ``SyncVectorEnv``) with the same arguments, defaults included: NEXT_STEP auto-reset,
+    actions passed on unchecked, ``reset(seed=s)`` seeding env i with ``s + i``.
+
+    ``shared_memory``, ``copy`` and ``daemon`` are accepted and change nothing: observations
+    always travel in shared memory, results are always copies, and workers never outlive
+    this process. ``context=None`` is 'spawn' (never fork). ``num_workers`` (None: one per
+    usable CPU, at most one per env) and other ``options`` are BatchEnv's own.
+    """
+    if worker is not None:
+      raise ValueError("worker= replaces AsyncVectorEnv's own worker function; BatchEnv has "
+                       "its own workers and cannot take one (leave worker=None)")
+    fns = list(env_fns)
+    if num_workers is None:
+      num_workers = min(len(fns), usable_cpus())
+    del shared_memory, copy, daemon  # accepted for Gymnasium's signature; see the docstring
+    options = {"check_actions": False, "seeding": "gymnasium", **options}
+    return cls(fns, num_workers=num_workers, context=context or "spawn",
+               observation_mode=observation_mode, autoreset_mode=autoreset_mode, **options)
 
   @classmethod
   def from_id(cls, env_id: str, num_envs: int, num_workers: int = 0, seed: int | None = None,
@@ -192,13 +249,31 @@ class BatchEnv(VectorEnv):
                         f"got {type(fn).__name__}: {fn!r}")
     return fns
 
-  def _setup_spaces(self, spaces: list[tuple[int, tuple]]) -> None:
-    first_index, (obs_space, act_space) = spaces[0]
-    for index, pair in spaces[1:]:
-      if pair != (obs_space, act_space):
-        raise ValueError(space_mismatch(index, pair, first_index, (obs_space, act_space)))
+  def _setup_spaces(self, groups: list[tuple[int, GroupSpec]]) -> None:
+    """Spaces, metadata and render mode from what the groups built (groups in env order)."""
+    spaces = [pair for _, spec in groups for pair in spec.spaces]
+    first = groups[0][1]
+    self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
+    self.render_mode = first.render_mode
+    obs_space, act_space = spaces[0]
+    mode = self.observation_mode
+    if isinstance(mode, tuple):
+      self.observation_space, obs_space = mode
+    elif mode == "same":
+      self.observation_space = batch_space(obs_space, self.num_envs)
+    else:
+      self.observation_space = None  # after the check below: it needs equivalent spaces
+    for index, pair in enumerate(spaces):
+      fits = pair[0] == obs_space if mode == "same" else is_space_dtype_shape_equiv(
+          pair[0], obs_space)
+      if not fits or pair[1] != act_space:
+        hint = ("" if mode != "same" or pair[1] != act_space else "; observation_mode="
+                "'different' batches observation spaces of one shape and dtype")
+        raise SpaceMismatchError(space_mismatch(index, pair, 0, spaces[0]) + hint,
+                                 index=index)
+    if self.observation_space is None:
+      self.observation_space = batch_differing_spaces([pair[0] for pair in spaces])
     self.single_observation_space, self.single_action_space = obs_space, act_space
-    self.observation_space = batch_space(obs_space, self.num_envs)
     self.action_space = batch_space(act_space, self.num_envs)
     self._layout = Layout.build(self.num_envs, max(1, self._backend.num_workers), obs_space,
                                  act_space)
@@ -223,31 +298,65 @@ class BatchEnv(VectorEnv):
             indices: Sequence[int] | None = None):
     """Resets all envs (or those in ``indices``); returns the full batch ``(obs, infos)``.
 
-    ``seed``: an int (per-env seeds derived from it, as in the constructor), a list of one
+    ``seed``: an int (per-env seeds derived from it as ``seeding`` says), a list of one
     seed per reset env, or None (the constructor's seeds on each env's first reset, then
     unseeded). Envs outside ``indices`` keep their current observation in the batch.
     ``options={"reset_mask": mask}`` (a bool array [N]) is Gymnasium's way to say
     ``indices``: as in ``SyncVectorEnv`` the mask is popped from ``options`` (the envs get
     the rest), and a seed list then has one seed per env of the batch.
     """
-    self._check_open("reset")
+    self.reset_async(seed=seed, options=options, indices=indices)
+    return self.reset_wait()
+
+  def step(self, actions):
+    """Steps every env once; returns ``(obs, rewards, terminated, truncated, infos)``."""
+    return self._finish_step(self._send_step("step", actions), None)
+
+  # -- the split-phase API of Gymnasium's AsyncVectorEnv ----------------------------------
+
+  def reset_async(self, seed: int | Sequence[int | None] | None = None,
+                  options: dict | None = None, indices: Sequence[int] | None = None) -> None:
+    """Sends ``reset`` (as ``reset()`` takes it) to the envs; ``reset_wait()`` returns it.
+    The workers reset while this process does other work."""
+    self._check_idle("reset_async")
     indices, seed, options = self._reset_selection(indices, seed, options)
     targets = self._reset_targets(indices, seed)
     reset = [i for i, _ in targets]
     self._ready[reset] = False
-    reports = self._run_recovering(lambda: self._backend.reset(targets, options), "reset")
+    self._pending = ("reset", reset, self._interruptible(
+        lambda: self._backend.send_reset(targets, options)))
+
+  def reset_wait(self, timeout: float | None = None):
+    """The ``(obs, infos)`` of the reset sent by ``reset_async``, waiting at most ``timeout``
+    seconds for the workers (the constructor's ``timeout`` by default)."""
+    reset, pending = self._take_pending("reset", timeout)
+    reports, failures = self._interruptible(lambda: self._backend.finish(pending, timeout))
+    _, extra = self._recover(reports, failures, "reset")
+    reports += extra
     self._ready[reset], self._ended[reset] = True, False
     for report in reports:
       self._absorb(report)
     return self._read_obs(), collect_infos(reports, self.num_envs)
 
-  def step(self, actions):
-    """Steps every env once; returns ``(obs, rewards, terminated, truncated, infos)``."""
-    self._check_open("step")
+  def step_async(self, actions) -> None:
+    """Sends the step (``actions`` as ``step()`` takes them) to the envs; ``step_wait()``
+    returns its results. The workers step while this process does other work."""
+    self._pending = ("step", None, self._send_step("step_async", actions))
+
+  def step_wait(self, timeout: float | None = None):
+    """``(obs, rewards, terminated, truncated, infos)`` of the step sent by ``step_async``,
+    waiting at most ``timeout`` seconds for the workers (the constructor's by default)."""
+    return self._finish_step(self._take_pending("step", timeout)[1], timeout)
+
+  def _send_step(self, what: str, actions):
+    self._check_idle(what)
     if not self._ready.all():
       raise EnvError(self._not_ready_message())
     loose_actions = self._write_actions(actions)
-    reports, failures = self._interruptible(lambda: self._backend.step(loose_actions))
+    return self._interruptible(lambda: self._backend.send_step(loose_actions))
+
+  def _finish_step(self, pending, timeout: float | None):
+    reports, failures = self._interruptible(lambda: self._backend.finish(pending, timeout))
     restarted, extra = self._recover(reports, failures, "step")
     for report in reports + extra:
       self._absorb(report)
@@ -257,15 +366,77 @@ class BatchEnv(VectorEnv):
       self._ready[ended], self._ended[ended] = False, True
     return result
 
+  def _check_idle(self, what: str) -> None:
+    self._check_open(what)
+    if self._pending is not None:
+      kind = self._pending[0]
+      raise AlreadyPendingCallError(f"Calling `{what}` while waiting for a pending call to "
+                                    f"`{kind}` to complete", kind)
+
+  def _take_pending(self, kind: str, timeout) -> tuple:
+    self._check_open(f"{kind}_wait")
+    if self._pending is None or self._pending[0] != kind:
+      raise NoAsyncCallError(f"Calling `{kind}_wait` without any prior call to "
+                             f"`{kind}_async`.", kind)
+    if timeout is not None:
+      process.check_timeout(timeout)
+    _, extra, pending = self._pending
+    self._pending = None
+    return extra, pending
+
   def call(self, name: str, *args, **kwargs) -> tuple:
-    """Calls ``env.<name>(*args, **kwargs)`` on every env; returns the results in env order."""
-    self._check_open("call")
-    return tuple(self._backend.call([(i, name, args, kwargs) for i in range(self.num_envs)]))
+    """``name`` of every env (found through its wrappers, as ``get_wrapper_attr`` does),
+    called with the arguments if callable, else as it is; the results in env order.
+
+    As in Gymnasium's ``AsyncVectorEnv``, 'reset', 'step' and 'close' are refused: calling
+    them behind the batch's back would leave its arrays and auto-reset state stale."""
+    return tuple(self._backend.finish_calls(self._send_call("call", name, args, kwargs)))
+
+  def call_async(self, name: str, *args, **kwargs) -> None:
+    """Sends ``call(name, *args, **kwargs)`` to the envs; ``call_wait()`` returns it."""
+    self._pending = ("call", None, self._send_call("call_async", name, args, kwargs))
+
+  def call_wait(self, timeout: float | None = None) -> tuple:
+    """The results of the call sent by ``call_async``, waiting at most ``timeout`` seconds
+    for each worker (the constructor's ``timeout`` by default)."""
+    return tuple(self._backend.finish_calls(self._take_pending("call", timeout)[1], timeout))
+
+  def _send_call(self, what: str, name: str, args: tuple, kwargs: dict):
+    self._check_idle(what)
+    if name in ("reset", "step", "close"):
+      raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly "
+                       "instead.")
+    requests = [(i, name, args, kwargs) for i in range(self.num_envs)]
+    return self._backend.send_calls(process.CALL, requests)
 
   def get_attr(self, name: str) -> tuple:
-    """The attribute ``name`` of every env, in env order."""
+    """``call(name)``, as in Gymnasium: the attribute of every env (a method is called)."""
     self._check_open("get_attr")
-    return tuple(self._backend.call([(i, name, None, {}) for i in range(self.num_envs)]))
+    return self.call(name)
+
+  def set_attr(self, name: str, values) -> None:
+    """Sets attribute ``name`` of every env (where its wrappers have it, as
+    ``set_wrapper_attr``): ``values`` a list or tuple of one value per env, else one value
+    for all."""
+    self._check_idle("set_attr")
+    if not isinstance(values, (list, tuple)):
+      values = [values] * self.num_envs
+    if len(values) != self.num_envs:
+      raise ValueError("Values must be a list or tuple with length equal to the number of "
+                       f"environments. Got `{len(values)}` values for {self.num_envs} "
+                       "environments.")
+    requests = [(i, name, value) for i, value in enumerate(values)]
+    self._backend.finish_calls(self._backend.send_calls(process.SETATTR, requests))
+
+  @property
+  def np_random_seed(self) -> tuple:
+    """The seed of each env's ``np_random`` (Gymnasium's ``np_random_seed``), in env order."""
+    return self.get_attr("np_random_seed")
+
+  @property
+  def np_random(self) -> tuple:
+    """Each env's random generator (copies, from workers), in env order."""
+    return self.get_attr("np_random")
 
   def render(self):
     return self.call("render")
@@ -273,6 +444,7 @@ class BatchEnv(VectorEnv):
   def close_extras(self, **kwargs) -> None:
     """Closes every env and worker and frees the shared memory. Idempotent (via close())."""
     self._bufs = None
+    self._pending = None  # a call not waited for is dropped with the workers
     if self._backend is not None:
       self._backend.close()
 
@@ -337,14 +509,23 @@ class BatchEnv(VectorEnv):
                        f"mask of length {self.num_envs}, got {indices!r}")
     return sorted(set(arr.tolist()))
 
+  def _env_seeds(self, seed: int | None) -> list[int | None]:
+    """Each env's seed from one seed (see ``seeding``)."""
+    if seed is None:
+      return [None] * self.num_envs
+    if self._gym_seeding:
+      return [seed + i for i in range(self.num_envs)]
+    return _derived_seeds(seed, self.num_envs)
+
   def _reset_targets(self, indices: list[int], seed) -> list[tuple[int, int | None]]:
     if seed is None:
       seeds = [self._first_seeds[i] for i in indices]
     elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
       self._seed_root = _check_seed(seed)
-      derived = _derived_seeds(self._seed_root, self.num_envs)
+      derived = self._env_seeds(self._seed_root)
       seeds = [derived[i] for i in indices]
-      self.action_space.seed(self._seed_root)
+      if not self._gym_seeding:  # Gymnasium leaves the action space's seed alone
+        self.action_space.seed(self._seed_root)
     else:
       seeds = list(seed)
       if len(seeds) != len(indices):
@@ -356,9 +537,23 @@ class BatchEnv(VectorEnv):
     return list(zip(indices, seeds))
 
   def _write_actions(self, actions) -> list | None:
-    if self._bufs.actions is not None:
-      self._bufs.actions[...] = _check_actions(actions, self.single_action_space, self.num_envs)
+    """Writes the actions into shared memory; returns them as a list where they travel
+    pickled instead (spaces without an array form; unchecked actions that do not fit)."""
+    buffer = self._bufs.actions
+    if buffer is not None and self._check_actions:
+      buffer[...] = _check_actions(actions, self.single_action_space, self.num_envs)
       return None
+    if buffer is not None:
+      arr = np.asarray(actions)
+      if arr.ndim == 0:  # what Gymnasium's iterate raises, said more plainly
+        raise TypeError(f"actions must be a batch of {self.num_envs} actions (an array of "
+                        f"shape {buffer.shape}), got the scalar {actions!r}")
+      if type(actions) is np.ndarray and arr.shape == buffer.shape and (
+          arr.dtype == buffer.dtype):
+        buffer[...] = arr  # each env gets its row (a numpy scalar, for Discrete), as Gymnasium
+        return None
+      # Otherwise each env gets its action as Gymnasium's iterate gives it (a list's items
+      # as they are, another dtype unconverted); they travel pickled.
     items = list(iterate(self.action_space, actions))
     if len(items) != self.num_envs:
       raise ValueError(f"expected actions for {self.num_envs} environments, got {len(items)}")
@@ -371,11 +566,6 @@ class BatchEnv(VectorEnv):
     except BaseException:
       self._ready[:] = False
       raise
-
-  def _run_recovering(self, command, during: str) -> list[Report]:
-    reports, failures = self._interruptible(command)
-    _, extra = self._recover(reports, failures, during)
-    return reports + extra
 
   # -- failures ---------------------------------------------------------------------------
 
@@ -496,13 +686,12 @@ class BatchEnv(VectorEnv):
     mask = np.zeros(n, np.bool_)
     mask[index] = True
     final_obs = np.full(n, None, dtype=object)
-    if self._bufs.final_obs is not None:
-      for i in index:  # copies: the shared buffer is overwritten next step
-        final_obs[i] = self._bufs.final_obs[i].copy()
-    else:
-      for report in reports:
-        for i, obs in (report.loose_final or {}).items():
-          final_obs[i] = obs
+    loose = {}
+    for report in reports:  # the env's own objects, where the shared buffer could not hold them
+      if report.loose_final:
+        loose.update(report.loose_final)
+    for i in index:  # copies: the shared buffer is overwritten next step
+      final_obs[i] = loose[i] if i in loose else self._bufs.final_obs[i].copy()
     infos["final_obs"], infos["_final_obs"] = final_obs, mask
     final_infos = merge_infos([report.final_infos for report in reports if report.ended], n)
     infos["final_info"], infos["_final_info"] = final_infos, mask.copy()
@@ -587,6 +776,18 @@ def check_autoreset_mode(mode) -> AutoresetMode:
   raise ValueError(f"autoreset_mode must be one of {_MODE_NAMES}; got {mode!r}")
 
 
+_SEEDINGS = ("batchrl", "gymnasium")
+
+
+def _check_observation_mode(mode):
+  if isinstance(mode, tuple) and len(mode) == 2 and all(isinstance(s, gym.Space) for s in mode):
+    return mode
+  if isinstance(mode, str) and mode in ("same", "different"):
+    return mode
+  raise ValueError("Invalid `observation_mode`, expected: 'same' or 'different' or tuple of "
+                   f"single and batch observation space, actual got {mode!r}")
+
+
 def _check_spin(spin) -> float:
   if isinstance(spin, bool) or not isinstance(spin, (int, float)) or not 0 <= spin <= 1:
     raise ValueError(f"spin must be a number of seconds in [0, 1] (0: always sleep), got {spin!r}")
@@ -623,5 +824,5 @@ def _check_actions(actions, space: gym.Space, n: int) -> np.ndarray:
 
 
 __all__ = ["BatchEnv", "RestartPolicy", "EnvError", "EnvWorkerError", "EnvWorkerDied",
-           "EnvWorkerTimeout", "EnvClosedError"]
+           "EnvWorkerTimeout", "EnvClosedError", "SpaceMismatchError"]
 

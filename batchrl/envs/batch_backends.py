@@ -27,6 +27,7 @@ from batchrl.envs.process import (
   EXCEPTION,
   RESET,
   RESTART,
+  SETATTR,
   STEP,
   EnvError,
   EnvWorkerDied,
@@ -41,9 +42,10 @@ class LocalBackend:
   num_workers = 0
 
   def __init__(self, constructors: Sequence,
-               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True):
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True,
+               int_actions: bool = True):
     self.group = EnvGroup(constructors, range(len(constructors)), 0, autoreset_mode,
-                          keep_infos)
+                          keep_infos, int_actions)
 
   def start(self) -> list[tuple[int, tuple]]:
     return [(0, self.group.build())]
@@ -59,11 +61,26 @@ class LocalBackend:
   def reset(self, targets, options):
     return [self.group.reset(targets, options)], []
 
+  # The split-phase API (BatchEnv.step_async / step_wait): here all work happens in finish.
+  def send_step(self, actions: list | None):
+    return STEP, actions
+
+  def send_reset(self, targets, options):
+    return RESET, (targets, options)
+
+  def finish(self, pending, timeout: float | None = None):
+    del timeout  # nothing to wait for: the envs are stepped here, now
+    return [_run_local(self.group, *pending)], []
+
   def restart_env(self, i: int, seed):
     return self.group.restart(i, seed)
 
-  def call(self, requests):
-    return self.group.call(requests)
+  def send_calls(self, kind: int, requests) -> tuple:
+    return kind, requests
+
+  def finish_calls(self, pending: tuple, timeout: float | None = None) -> list:
+    del timeout  # nothing to wait for: the envs are called here, now
+    return _run_local_calls(self.group, *pending)
 
   def worker_of(self, i: int) -> int:
     return 0
@@ -95,6 +112,15 @@ def _split(n: int, groups: int, smallest_first: bool) -> list[list[int]]:
   return [list(range(end - size, end)) for size, end in zip(sizes, ends)]
 
 
+def _run_local_calls(group: EnvGroup, kind: int, requests) -> list:
+  if kind == CALL:
+    return group.call(requests)
+  if kind == SETATTR:
+    group.set_attrs(requests)
+    return [None] * len(requests)
+  raise ValueError(f"unknown command kind {kind}")
+
+
 def _run_local(group: EnvGroup, kind: int, body) -> Report:
   if kind == STEP:
     return group.step(body)
@@ -114,15 +140,17 @@ class ProcessBackend:
 
   def __init__(self, constructors: Sequence, num_workers: int, context: str, timeout: float,
                start_timeout: float, spin: float, step_in_parent: bool = False,
-               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True):
+               autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP, keep_infos: bool = True,
+               int_actions: bool = True):
     self.num_workers = num_workers
     self.autoreset_mode, self.keep_infos = autoreset_mode, keep_infos
+    self.int_actions = int_actions
     self.parts = _split(len(constructors), num_workers, smallest_first=step_in_parent)
     self.owner = {i: w for w, part in enumerate(self.parts) for i in part}
     self.context, self.timeout, self.start_timeout = context, timeout, start_timeout
     self.spin, self.cpus = spin, usable_cpus()
     self.local = EnvGroup([constructors[i] for i in self.parts[0]], self.parts[0], 0,
-                          autoreset_mode, keep_infos) if step_in_parent else None
+                          autoreset_mode, keep_infos, int_actions) if step_in_parent else None
     self.remote = list(range(1 if step_in_parent else 0, num_workers))
     # Packed before any worker starts, so that a constructor that cannot be sent fails here.
     self.packed = {w: launch.pack_constructors([constructors[i] for i in self.parts[w]],
@@ -135,7 +163,8 @@ class ProcessBackend:
 
   def _spawn(self, w: int) -> WorkerHandle:
     part = self.parts[w]
-    args = (self.packed[w], part, w, self.spin, self.autoreset_mode.value, self.keep_infos)
+    args = (self.packed[w], part, w, self.spin, self.autoreset_mode.value, self.keep_infos,
+            self.int_actions)
     return WorkerHandle(serve_group, args, context=self.context,
                         index=part[0], timeout=self.timeout, start_timeout=self.start_timeout)
 
@@ -166,17 +195,24 @@ class ProcessBackend:
 
   def step(self, actions: list | None):
     """Steps all workers: every request is sent before any reply is awaited."""
+    return self.finish(self.send_step(actions))
+
+  def reset(self, targets, options):
+    return self.finish(self.send_reset(targets, options))
+
+  def send_step(self, actions: list | None):
+    """Sends every worker its step; ``finish`` steps the local group and gathers replies."""
     if actions is None:
       bodies = {w: None for w in range(self.num_workers)}
     else:
       bodies = {w: [actions[i] for i in part] for w, part in enumerate(self.parts)}
-    return self._command(STEP, bodies, "step")
+    return self._send(STEP, bodies, "step")
 
-  def reset(self, targets, options):
+  def send_reset(self, targets, options):
     by_worker: dict[int, list] = {}
     for i, seed in targets:
       by_worker.setdefault(self.owner[i], []).append((i, seed))
-    return self._command(RESET, {w: (part, options) for w, part in by_worker.items()}, "reset")
+    return self._send(RESET, {w: (part, options) for w, part in by_worker.items()}, "reset")
 
   def restart_env(self, i: int, seed):
     """Recreates env ``i`` inside its (live) worker; raises EnvWorkerDied/Timeout."""
@@ -187,6 +223,10 @@ class ProcessBackend:
 
   def _command(self, kind: int, bodies: dict[int, Any], during: str):
     """Sends ``kind`` with each worker's body, runs it on the local group, gathers replies."""
+    return self.finish(self._send(kind, bodies, during))
+
+  def _send(self, kind: int, bodies: dict[int, Any], during: str) -> tuple:
+    """Sends each worker its body; returns what ``finish`` needs."""
     rids, lost = {}, []
     for w, body in bodies.items():
       if self.workers[w] is None:
@@ -195,6 +235,12 @@ class ProcessBackend:
         rids[w] = self.workers[w].request(kind, body)
       except EnvWorkerDied as exc:  # found dead while sending
         lost.append((w, self._blame(w, exc, EnvWorkerDied, exitcode=exc.exitcode)))
+    return kind, bodies, during, rids, lost
+
+  def finish(self, pending: tuple, timeout: float | None = None):
+    """Runs the command on the local group, then gathers the workers' replies (waiting at
+    most ``timeout`` seconds, the constructor's by default): (reports, failures)."""
+    kind, bodies, during, rids, lost = pending
     local = []
     if self.local and 0 in bodies:
       try:
@@ -203,19 +249,37 @@ class ProcessBackend:
         for w, rid in rids.items():
           self.workers[w].abandon(rid)
         raise
-    reports, failures = self._gather(rids, during)
+    reports, failures = self._gather(rids, during, self.timeout if timeout is None else timeout)
     return local + reports, lost + failures
 
-  def call(self, requests):
+  def send_calls(self, kind: int, requests) -> tuple:
+    """Sends each worker its share of CALL or SETATTR ``requests`` ((env index, ...) each);
+    ``finish_calls`` runs the local group's and gathers the replies."""
     by_worker: dict[int, list] = {}
     for request in requests:
       by_worker.setdefault(self.owner[request[0]], []).append(request)
-    rids = {w: self.workers[w].request(CALL, part) for w, part in by_worker.items()
+    rids = {w: self.workers[w].request(kind, part) for w, part in by_worker.items()
             if self.workers[w] is not None}
-    results = {w: self.workers[w].result(rid) for w, rid in rids.items()}
+    return kind, by_worker, rids
+
+  def finish_calls(self, pending: tuple, timeout: float | None = None) -> list:
+    """The results in request order. Every reply is gathered before the first error is
+    raised: no reply is left pending to be mistaken for a later one's."""
+    kind, by_worker, rids = pending
+    results, errors = {}, []
     if self.local and 0 in by_worker:
-      results[0] = self.local.call(by_worker[0])
-    return [value for w in by_worker for value in results[w]]
+      try:
+        results[0] = _run_local_calls(self.local, kind, by_worker[0])
+      except Exception as exc:
+        errors.append(exc)
+    for w, rid in rids.items():
+      try:
+        results[w] = self.workers[w].result(rid, timeout)
+      except EnvError as exc:
+        errors.append(exc)
+    if errors:
+      raise errors[0]
+    return [value for w in by_worker for value in results[w] or [None] * len(by_worker[w])]
 
   def respawn(self, w: int) -> None:
     """Replaces worker ``w`` (dead, hung or distrusted) with a new one hosting the same envs."""
@@ -231,7 +295,7 @@ class ProcessBackend:
   def pids(self) -> list[int]:
     return [self.workers[w].pid for w in self.remote]
 
-  def _gather(self, rids: dict[int, int], during: str):
+  def _gather(self, rids: dict[int, int], during: str, timeout: float):
     """Collects one reply per worker in ``rids``, in whatever order they come.
 
     Returns (reports, failures): failures are (worker, EnvWorkerDied | EnvWorkerTimeout)
@@ -243,7 +307,7 @@ class ProcessBackend:
       fd = self.workers[w].conn.fileno()
       poller.register(fd, select.POLLIN)
       waiting[fd] = w
-    deadline = time.monotonic() + self.timeout
+    deadline = time.monotonic() + timeout
     try:
       while waiting:
         # Poll only while fewer workers are still busy than there are CPUs: polling with
@@ -270,9 +334,9 @@ class ProcessBackend:
       for fd, w in waiting.items():  # timed out, or interrupted (Ctrl-C): answers are stale
         self.workers[w].abandon(rids[w])
     for w in waiting.values():
-      error = self.workers[w].timed_out(during, self.timeout)
+      error = self.workers[w].timed_out(during, timeout)
       self.workers[w].kill()
-      failures.append((w, self._blame(w, error, EnvWorkerTimeout, timeout=self.timeout)))
+      failures.append((w, self._blame(w, error, EnvWorkerTimeout, timeout=timeout)))
     return [replies[w] for w in sorted(replies)], failures  # in env order
 
   def _as_report(self, w: int, reply) -> Report:

@@ -19,6 +19,7 @@ import time
 from typing import Any, NamedTuple, Sequence
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import launch, process
@@ -34,9 +35,11 @@ from batchrl.envs.process import (
   RESET,
   RESTART,
   RESULT,
+  SETATTR,
   STEP,
   EnvWorkerError,
   ErrorRecord,
+  SpaceMismatchError,
 )
 
 
@@ -55,6 +58,14 @@ class Report(NamedTuple):
 EMPTY = Report()
 
 
+class GroupSpec(NamedTuple):
+  """What a group tells the BatchEnv once its envs are built."""
+
+  spaces: list  # (observation space, action space) of each env, in env order
+  metadata: dict  # the first env's metadata and render mode (a batch reports env 0's)
+  render_mode: Any
+
+
 class EnvGroup:
   """Builds, steps, auto-resets, resets and restarts a list of envs, writing into buffers.
 
@@ -71,8 +82,11 @@ class EnvGroup:
 
   def __init__(self, constructors: Sequence, indices: Sequence[int], slot: int,
                autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
-               keep_infos: bool = True):
+               keep_infos: bool = True, int_actions: bool = True):
     self.keep_infos = keep_infos  # False: the envs' info dicts are dropped (BatchEnv(infos=))
+    # Discrete actions from shared memory as Python ints (batchrl's own), or as the numpy
+    # scalars Gymnasium's vector envs hand out (BatchEnv(check_actions=False)).
+    self.int_actions = int_actions
     self.same_step = autoreset_mode == AutoresetMode.SAME_STEP
     self.next_step = autoreset_mode == AutoresetMode.NEXT_STEP
     self.constructors = list(constructors)
@@ -83,27 +97,29 @@ class EnvGroup:
     self.envs: list[Any] = [None] * len(self.indices)
     self.bufs: Buffers | None = None
     self.keepalive = None  # the shared memory the views point into
-    self.spaces = None
+    self.env_spaces: list = [None] * len(self.indices)  # each env's (obs, action) spaces
     self.discrete_actions = False
     # Observations of spaces that are not in shared memory, handed over with each reply.
     self._loose_obs: dict = {}
     self._loose_final: dict = {}
     self._record_types: dict = {}  # info layout -> record dtype and descr, see info_block
 
-  def build(self) -> tuple[gym.Space, gym.Space]:
-    """Constructs every env; raises EnvWorkerError naming the env that failed."""
+  def build(self) -> GroupSpec:
+    """Constructs every env; raises EnvWorkerError naming the env that failed.
+
+    Spaces are compared by the BatchEnv, which sees every group's (and knows the
+    observation mode): a mismatch is the same error however the envs are split."""
     for j, i in enumerate(self.indices):
       try:
         self.envs[j] = process.make_env(self.constructors[j])
-        spaces = (self.envs[j].observation_space, self.envs[j].action_space)
+        self.env_spaces[j] = (self.envs[j].observation_space, self.envs[j].action_space)
       except Exception as exc:
         raise ErrorRecord.current(i).to_error(i, "construction") from exc
-      if self.spaces is None:
-        self.spaces = spaces
-      elif spaces != self.spaces:
-        raise ValueError(space_mismatch(i, spaces, self.indices[0], self.spaces))
-    self.discrete_actions = isinstance(self.spaces[1], gym.spaces.Discrete)
-    return self.spaces
+    self.discrete_actions = self.int_actions and isinstance(self.env_spaces[0][1],
+                                                            gym.spaces.Discrete)
+    first = self.envs[0]
+    return GroupSpec(self.env_spaces, dict(getattr(first, "metadata", None) or {}),
+                     getattr(first, "render_mode", None))
 
   def attach(self, bufs: Buffers, keepalive=None) -> None:
     self.bufs, self.keepalive = bufs, keepalive
@@ -120,7 +136,7 @@ class EnvGroup:
       progress[slot] = i  # lets the parent name the env if this process dies or hangs
       if actions is not None:
         action = actions[j]
-      else:  # a copy: an env may keep its action, and the buffer changes next step
+      else:  # a copy (of a row, or a numpy scalar): an env may keep its action
         action = int(buffered[i]) if discrete else buffered[i].copy()
       try:
         env = self.envs[j]
@@ -192,20 +208,32 @@ class EnvGroup:
     try:
       env = process.make_env(self.constructors[j])
       spaces = (env.observation_space, env.action_space)
-      if spaces != self.spaces:
-        raise ValueError(space_mismatch(i, spaces, self.indices[0], self.spaces))
+      if spaces != self.env_spaces[j]:
+        raise SpaceMismatchError(space_mismatch(i, spaces, i, self.env_spaces[j],
+                                                "the env it replaces"))
       self.envs[j] = env
     except Exception:
       return self._report(None, None, [(i, ErrorRecord.current(i))])
     return self.reset([(i, seed)], None)
 
-  def call(self, requests: Sequence[tuple[int, str, tuple | None, dict]]) -> list:
-    """``getattr(env, name)(*args, **kwargs)`` per request; ``args=None`` reads the attribute."""
+  def call(self, requests: Sequence[tuple[int, str, tuple, dict]]) -> list:
+    """Per request (env index, name, args, kwargs): the attribute ``name`` found through the
+    env's wrappers, called with the arguments if it is callable, as Gymnasium's ``call``."""
     results = []
     for i, name, args, kwargs in requests:
-      value = getattr(self.envs[self.local[i]], name)
-      results.append(value if args is None else value(*args, **kwargs))
+      value = _wrapper_attr(self.envs[self.local[i]], name)
+      results.append(value(*args, **kwargs) if callable(value) else value)
     return results
+
+  def set_attrs(self, requests: Sequence[tuple[int, str, Any]]) -> None:
+    """Per request (env index, name, value): sets it where the wrappers have it, as
+    Gymnasium's ``set_attr`` (``set_wrapper_attr``)."""
+    for i, name, value in requests:
+      env = self.envs[self.local[i]]
+      if hasattr(env, "set_wrapper_attr"):
+        env.set_wrapper_attr(name, value)
+      else:
+        setattr(env, name, value)
 
   def _put_obs(self, i: int, obs) -> None:
     if self.bufs.obs is not None:
@@ -214,8 +242,13 @@ class EnvGroup:
       self._loose_obs[i] = obs
 
   def _put_final(self, i: int, obs) -> None:
-    if self.bufs.final_obs is not None:
-      self.bufs.final_obs[i] = obs
+    # Gymnasium hands out the env's own object as the final observation: only an array that
+    # the shared buffer holds exactly goes there; anything else (a Python int, another
+    # dtype) travels as it is.
+    final = self.bufs.final_obs
+    if (final is not None and type(obs) is np.ndarray and obs.dtype == final.dtype
+        and obs.shape == final.shape[1:]):
+      final[i] = obs
     else:
       self._loose_final[i] = obs
 
@@ -224,9 +257,11 @@ class EnvGroup:
       infos, finals = None, finals and [(i, {}) for i, _ in finals]
     loose_obs = loose_final = None
     if self.bufs.obs is None:  # hand over (and forget) the observations of this command
-      loose_obs, loose_final = self._loose_obs, self._loose_final
-      self._loose_obs, self._loose_final = {}, {}
-    if infos is None and finals is None and errors is None and loose_obs is None:
+      loose_obs, self._loose_obs = self._loose_obs, {}
+    if self._loose_final:
+      loose_final, self._loose_final = self._loose_final, {}
+    if (infos is None and finals is None and errors is None and loose_obs is None
+        and loose_final is None):
       return EMPTY
     # Columns are built here, in the worker, where the work runs in parallel.
     block = info_block(infos, self._record_types) if infos and len(infos) == len(
@@ -253,10 +288,19 @@ def _in_env_order(pairs: list | None) -> list | None:
   return None if pairs is None else sorted(pairs, key=lambda pair: pair[0])
 
 
-def space_mismatch(i, spaces, first, expected) -> str:
+def space_mismatch(i, spaces, first, expected, which: str = "") -> str:
+  other = which or f"environment {first}"
   return (f"environment {i} has observation/action spaces {spaces[0]} / {spaces[1]}, but "
-          f"environment {first} has {expected[0]} / {expected[1]}; all environments of a "
+          f"{other} has {expected[0]} / {expected[1]}; all environments of a "
           "BatchEnv must share their spaces")
+
+
+def _wrapper_attr(env, name: str):
+  """``env.get_wrapper_attr(name)``: the attribute of the innermost wrapper (or env) that has
+  it, as Gymnasium's vector envs read attributes; plain ``getattr`` for other envs."""
+  if hasattr(env, "get_wrapper_attr"):
+    return env.get_wrapper_attr(name)
+  return getattr(env, name)
 
 
 def close_quietly(env) -> None:
@@ -292,14 +336,15 @@ def spin_until_readable(poller, seconds: float) -> bool:
 
 def serve_group(conn, packed: bytes, indices: list[int], slot: int, spin: float = 0.0,
                 autoreset_mode: str = AutoresetMode.SAME_STEP.value,
-                keep_infos: bool = True) -> None:
+                keep_infos: bool = True, int_actions: bool = True) -> None:
   """Worker main: build the envs, report their spaces, then answer commands until CLOSE.
 
   ``packed``: the constructors of envs ``indices`` (``launch.pack_constructors``);
   ``autoreset_mode``: an ``AutoresetMode`` value ('SameStep', 'NextStep', 'Disabled');
-  ``keep_infos``: False drops the envs' info dicts (``BatchEnv(infos=False)``).
+  ``keep_infos``: False drops the envs' info dicts (``BatchEnv(infos=False)``);
+  ``int_actions``: see ``EnvGroup``.
   """
-  group = EnvGroup([], indices, slot, AutoresetMode(autoreset_mode), keep_infos)
+  group = EnvGroup([], indices, slot, AutoresetMode(autoreset_mode), keep_infos, int_actions)
   try:
     group.constructors = pickle.loads(packed)  # may need modules this worker cannot import
     spaces = group.build()
@@ -307,7 +352,8 @@ def serve_group(conn, packed: bytes, indices: list[int], slot: int, spin: float 
     index = getattr(exc, "index", indices[0])
     record = ErrorRecord.current(index)
     if isinstance(exc, EnvWorkerError):  # keep the env's own traceback, not the wrapper's
-      record = ErrorRecord(exc.exc_type, str(exc.__cause__), exc.traceback, index)
+      record = ErrorRecord(exc.exc_type, str(exc.__cause__), exc.traceback, index,
+                           process.pickle_exception(exc.__cause__))
     conn.send_bytes(process.encode(EXCEPTION, 0, record))
     group.close()
     return
@@ -354,6 +400,8 @@ def _group_command(conn, group: EnvGroup, kind: int, body):
     return group.restart(*body)
   if kind == CALL:
     return group.call(body)
+  if kind == SETATTR:
+    return group.set_attrs(body)
   if kind == ATTACH:
     memory = attach_block(launch.recv_fd(conn), body.nbytes)
     group.attach(body.views(memory), memory)

@@ -20,6 +20,8 @@ is recognised and dropped instead of being taken as the answer to a later reques
 """
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import pickle
 import signal
@@ -30,21 +32,23 @@ import traceback
 import weakref
 from typing import Any, Callable, NamedTuple
 
+from gymnasium.error import ClosedEnvironmentError
+
 from batchrl.envs import launch
 from batchrl.errors import did_you_mean
 
 HEADER = struct.Struct("<BQ")  # (message kind, request id)
 
 # Requests (parent -> worker).
-ACCESS, CALL, STEP, RESET, CLOSE, ATTACH, RESTART = 1, 2, 3, 4, 5, 6, 7
+ACCESS, CALL, STEP, RESET, CLOSE, ATTACH, RESTART, SETATTR = 1, 2, 3, 4, 5, 6, 7, 8
 # Replies (worker -> parent). READY always carries request id 0.
 READY, RESULT, EXCEPTION = 101, 102, 103
 
 # Requests whose bodies may hold the user's own objects (call arguments, reset options).
-_BY_VALUE = frozenset((CALL, RESET))
+_BY_VALUE = frozenset((CALL, RESET, SETATTR))
 KIND_NAMES = {ACCESS: "attribute access", CALL: "call", STEP: "step", RESET: "reset",
               CLOSE: "close", ATTACH: "shared-memory attach", RESTART: "restart",
-              READY: "start-up"}
+              SETATTR: "set_attr", READY: "start-up"}
 CONTEXTS = launch.CONTEXTS
 
 
@@ -74,38 +78,128 @@ class EnvWorkerDied(EnvError):
     self.exitcode = exitcode
 
 
-class EnvWorkerTimeout(EnvError):
-  """The worker did not answer within ``timeout`` seconds (hung or far too slow)."""
+class EnvWorkerTimeout(EnvError, multiprocessing.TimeoutError):
+  """The worker did not answer within ``timeout`` seconds (hung or far too slow).
+
+  Also a ``multiprocessing.TimeoutError``, what Gymnasium's ``AsyncVectorEnv`` raises.
+  """
 
   def __init__(self, message: str, *, index: int | None = None, timeout: float | None = None):
     super().__init__(message, index=index)
     self.timeout = timeout
 
 
-class EnvClosedError(EnvError):
-  """The environment (or its worker) was closed; it cannot be used any more."""
+class EnvClosedError(EnvError, ClosedEnvironmentError):
+  """The environment (or its worker) was closed; it cannot be used any more.
+
+  Also a ``gymnasium.error.ClosedEnvironmentError``: what Gymnasium's vector envs raise.
+  """
+
+
+class SpaceMismatchError(EnvError, ValueError, AssertionError):
+  """The environments of a batch have spaces that cannot be batched together.
+
+  Also a ValueError (what batchrl raised before) and an AssertionError: Gymnasium's
+  ``SyncVectorEnv`` asserts, its ``AsyncVectorEnv`` raises RuntimeError (an ``EnvError`` is
+  one), so code written for either catches it.
+  """
 
 
 class ErrorRecord(NamedTuple):
-  """A picklable description of an exception raised in a worker (and of which env raised it)."""
+  """A picklable description of an exception raised in a worker (and of which env raised it).
+
+  ``exception`` is the exception itself, pickled (None if it cannot be): the parent raises
+  an error of its class (see ``to_error``).
+  """
 
   exc_type: str
   message: str
   traceback: str
   index: int | None = None
+  exception: bytes | None = None
 
   @classmethod
   def current(cls, index: int | None = None) -> "ErrorRecord":
     """Describes the exception being handled (call inside ``except``)."""
     exc = sys.exc_info()[1]
-    return cls(type(exc).__qualname__, str(exc), traceback.format_exc(), index)
+    return cls(type(exc).__qualname__, str(exc), traceback.format_exc(), index,
+               pickle_exception(exc))
 
   def to_error(self, index: int | None, during: str) -> EnvWorkerError:
+    """An EnvWorkerError that is also of the env's exception class, where that class allows
+    (code that catches the env's own exception, as with Gymnasium's vector envs, catches it)."""
     index = self.index if self.index is not None else index
     where = _env_name(index)
     text = (f"{where} raised {self.exc_type} during {during}: {self.message}\n"
             f"--- worker traceback ---\n{self.traceback.rstrip()}")
-    return EnvWorkerError(text, index=index, traceback=self.traceback, exc_type=self.exc_type)
+    fields = dict(index=index, traceback=self.traceback, exc_type=self.exc_type)
+    original = _unpickled(self.exception)
+    kept = None if original is None else _of_class(type(original), text, original, fields)
+    if kept is not None:
+      return kept
+    error = EnvWorkerError(text, **fields)
+    error.__cause__ = original
+    return error
+
+
+def pickle_exception(exc: BaseException | None) -> bytes | None:
+  if exc is None:
+    return None
+  try:  # by value where needed: the class may have reached this worker by value
+    return launch.dumps(exc)
+  except Exception:  # an exception holding unpicklable state: its class is lost, not the error
+    return None
+
+
+def _unpickled(data: bytes | None) -> BaseException | None:
+  if data is None:
+    return None
+  try:
+    value = pickle.loads(data)
+  except Exception:  # e.g. an __init__ whose arguments are not its args
+    return None
+  return value if isinstance(value, BaseException) else None
+
+
+@functools.lru_cache(maxsize=128)
+def _worker_error_class(base: type) -> type | None:
+  """``EnvWorkerError[base]``: an EnvWorkerError that is also a ``base``; None where Python
+  refuses the combination (conflicting layouts, an inconsistent method order)."""
+  if issubclass(base, EnvError) or not issubclass(base, Exception):
+    return None
+  namespace = {"__str__": BaseException.__str__, "__reduce__": _reduce_kept,
+               "__module__": __name__, "__qualname__": f"EnvWorkerError[{base.__qualname__}]"}
+  try:
+    return type(f"EnvWorkerError[{base.__name__}]", (EnvWorkerError, base), namespace)
+  except TypeError:
+    return None
+
+
+def _of_class(base: type, text: str, original: BaseException | None, fields: dict):
+  """An ``EnvWorkerError[base]`` with ``original``'s attributes, or None if one cannot be made."""
+  cls = _worker_error_class(base)
+  if cls is None:
+    return None
+  try:
+    error = base.__new__(cls)  # the base's __new__: some (OSError) have their own layout
+    if original is not None:
+      error.__dict__.update(vars(original))  # its attributes, as the env set them
+    EnvWorkerError.__init__(error, text, **fields)
+  except Exception:  # a __new__ that needs arguments
+    return None
+  return error
+
+
+def _reduce_kept(error):
+  base = type(error).__bases__[1]  # (EnvWorkerError, base)
+  return _rebuild_kept, (base, error.args[0], dict(vars(error)))
+
+
+def _rebuild_kept(base: type, text: str, state: dict):
+  fields = {key: state.get(key) for key in ("index", "traceback", "exc_type")}
+  error = _of_class(base, text, None, fields) or EnvWorkerError(text, **fields)
+  error.__dict__.update(state)
+  return error
 
 
 def _env_name(index: int | None) -> str:
@@ -615,5 +709,5 @@ class ExternalProcess:
 
 
 __all__ = ["ExternalProcess", "EnvError", "EnvWorkerError", "EnvWorkerDied", "EnvWorkerTimeout",
-           "EnvClosedError", "WorkerHandle", "make_env", "make_from_id", "check_constructor",
-           "check_env_id"]
+           "EnvClosedError", "SpaceMismatchError", "WorkerHandle", "make_env", "make_from_id",
+           "check_constructor", "check_env_id"]
