@@ -24,9 +24,9 @@
 
 --logdir is always the directory that holds runs: train writes each run into
 LOGDIR/<T>-<config>, tune its search into LOGDIR/<T>-<config>-tune, bench a suite's runs
-into LOGDIR/runs. RUN is one run directory,
-LOGDIR/<T>-<config>: visualize, export and plot take it as an argument or as --run RUN (plot
-takes several; a directory of runs stands for every run in it).
+into LOGDIR/runs. RUN is one run directory, LOGDIR/<T>-<config>: visualize, export and plot
+take it as an argument or as --run RUN (plot takes several; a directory of runs stands for
+every run in it).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
 import sys
 from typing import ContextManager
 
@@ -44,15 +45,41 @@ log = logging.getLogger("batchrl")
 
 
 RUN_HELP = "a run directory written by batchrl train (LOGDIR/<T>-<config>)"
+# each command's line in `batchrl --help`, in the order a newcomer meets them
+COMMANDS = {
+    "train": "train a named config; the same command resumes it",
+    "configs": "list the named configs and agents, or show one",
+    "plot": "draw runs' learning curves into an image",
+    "visualize": "record videos of a trained run's policy",
+    "export": "write a run's policy to ONNX or StableHLO",
+    "tune": "search a config's hyperparameters with Optuna",
+    "bench": "train a benchmark suite and write its table",
+    "run": "run an agent from JSON specs on a Gymnasium env",
+}
+
+
+def _description() -> str:
+  """What ``batchrl --help`` opens with: plain text, one line per command."""
+  width = max(map(len, COMMANDS))
+  lines = [f"  {name.ljust(width)}  {summary}" for name, summary in COMMANDS.items()]
+  return "\n".join(["Batched reinforcement learning on JAX.", "", "commands:", *lines, "",
+                    "batchrl COMMAND --help shows a command's options."])
 
 
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0],
+  # the module doc's first line is reStructuredText for the API pages: the help says its own
+  parser = argparse.ArgumentParser(prog="batchrl", usage="%(prog)s [-h] COMMAND ...",
+                                   description=_description(),
                                    epilog=__doc__.rsplit("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  sub = parser.add_subparsers(dest="command", required=True)
+  # the description lists the commands: argparse's own list wraps names and help texts
+  sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                              help=argparse.SUPPRESS, prog="batchrl")
 
-  train = sub.add_parser("train", help="train a named config (resumes an existing run)")
+  train = _command(sub, "train",
+                   "Train a named config (or a config file) into LOGDIR/<T>-<config>; "
+                   "run with the same --timestamp, it resumes. Ctrl-C, or SIGTERM (kill "
+                   "PID: a background job ignores Ctrl-C), stops with a checkpoint.")
   train.add_argument("--config", required=True, help="named config (see `batchrl configs`) "
                      "or a config file (a run's config.yaml, a search's best.yaml)")
   train.add_argument("--logdir", required=True, help="directory holding run directories")
@@ -70,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                      "part of the run's config, so a resumed run may add it")
   _add_ray_arguments(train)
 
-  vis = sub.add_parser("visualize", help="record videos of a trained run's policy")
+  vis = _command(sub, "visualize")
   _add_run_arguments(vis)
   vis.add_argument("--outdir", required=True, help="where videos and stats are written")
   vis.add_argument("--num-episodes", type=int, default=1)
@@ -79,8 +106,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="record a freshly initialised policy when there is no checkpoint")
   vis.add_argument("--seed", type=int, default=0)
 
-  export = sub.add_parser("export", help="write a run's policy as a file that runs without "
-                          "batchrl (ONNX, or jax.export StableHLO)")
+  export = _command(sub, "export",
+                    "Write a run's policy as a file that runs without batchrl (ONNX, or "
+                    "jax.export StableHLO).")
   _add_run_arguments(export)
   export.add_argument("--checkpoint", type=int, metavar="STEP",
                       help="the checkpoint's step (default: the latest good one)")
@@ -91,12 +119,14 @@ def _parser() -> argparse.ArgumentParser:
   export.add_argument("--format", default="onnx", help="onnx (default; needs "
                       "pip install \"batchrl[export]\") or jax")
 
-  configs = sub.add_parser("configs", help="list named configs, or show one")
-  configs.add_argument("name", nargs="?")
+  configs = _command(sub, "configs")
+  configs.add_argument("name", nargs="?", metavar="NAME", help="a named config: show its "
+                       "fields, their values and what they do")
   _add_run_parser(sub)
   _add_tune_parser(sub)
   _add_bench_parser(sub)
-  plot = sub.add_parser("plot", help="learning curves of runs (eval and train) into an image")
+  plot = _command(sub, "plot",
+                  "Draw the learning curves (eval and train) of runs into an image.")
   _add_run_arguments(plot, several=True)
   plot.add_argument("--x", choices=("steps", "time"), default="steps",
                     help="x axis: environment steps, or minutes since the run started "
@@ -106,6 +136,14 @@ def _parser() -> argparse.ArgumentParser:
   plot.add_argument("--out", default="plot.png", help="image file to write (default "
                     "plot.png)")
   return parser
+
+
+def _command(sub, name: str, description: str | None = None):
+  """The subcommand ``name``: its line of ``COMMANDS`` is its help, and ``description`` (by
+  default that line) opens its own ``--help``."""
+  summary = COMMANDS[name]
+  return sub.add_parser(name, help=summary,
+                        description=description or f"{summary[:1].upper()}{summary[1:]}.")
 
 
 def _add_run_arguments(command, several: bool = False) -> None:
@@ -182,8 +220,9 @@ def _ray_options(args):
 
 
 def _add_run_parser(sub) -> None:
-  run = sub.add_parser("run", help="run an agent from JSON specs on a Gymnasium env "
-                       "(TensorForce's openai_gym.py)")
+  run = _command(sub, "run",
+                 "Run an agent from JSON specs on a Gymnasium env (TensorForce's "
+                 "openai_gym.py).")
   run.add_argument("env_id", metavar="ENV_ID", help="a Gymnasium id, e.g. CartPole-v1")
   run.add_argument("-a", "--agent", help="agent spec: a JSON file (or an agent name)")
   run.add_argument("-n", "--network", help="network spec JSON file (default: auto)")
@@ -203,8 +242,9 @@ def _add_run_parser(sub) -> None:
 
 
 def _add_bench_parser(sub) -> None:
-  bench = sub.add_parser("bench", help="train a benchmark suite (configs x envs x seeds; "
-                         "resumes where it stopped) and write its table")
+  bench = _command(sub, "bench",
+                   "Train a benchmark suite (configs x envs x seeds; resumes where it "
+                   "stopped) and write its table.")
   bench.add_argument("--suite", help="the suite to run (see --list)")
   bench.add_argument("--logdir", help="the suite's directory: its runs, logs and state; "
                      "the same --logdir resumes it")
@@ -293,7 +333,8 @@ def _train(args) -> int:
                            kept=lambda: _kept(run_dir, resume, at_once=True))
   try:
     with ctrl_c:
-      log.info(rundir.start_message(run_dir, resumed))
+      log.info(_with_note(rundir.start_message(run_dir, resumed),
+                          ctrl_c.background_note("which saves a checkpoint first")))
       with _trainer(exp, run_dir, args.seeds, ray) as trainer:
         result = loop.run(trainer, progress=not args.no_progress and sys.stderr.isatty(),
                           use_tensorboard=not args.no_tensorboard,
@@ -312,6 +353,10 @@ def _train(args) -> int:
   if result:
     log.info("Done: %s (final eval score %s)", run_dir, result.get("mean_score"))
   return 0
+
+
+def _with_note(line: str, note: str | None) -> str:
+  return f"{line}. {note}" if note else line
 
 
 def _resume_command(args, timestamp: str) -> str:
@@ -356,8 +401,9 @@ def _trainer(exp, run_dir, seeds: int | None, ray) -> ContextManager:
 
 
 def _add_tune_parser(sub) -> None:
-  tune = sub.add_parser("tune", help="search hyperparameters of a config with Optuna (pip "
-                        "install \"batchrl[tune]\"); each trial is a run directory")
+  tune = _command(sub, "tune",
+                  "Search hyperparameters of a config with Optuna (pip install "
+                  "\"batchrl[tune]\"); each trial is a run directory.")
   tune.add_argument("--config", required=True, help="named config or a config file")
   tune.add_argument("--logdir", required=True, help="the search goes to "
                     "LOGDIR/<timestamp>-<config>-tune (study.db, trials/<n>/, best.yaml)")
@@ -373,7 +419,8 @@ def _add_tune_parser(sub) -> None:
                     "judged by (default mean_score)")
   tune.add_argument("--direction", choices=("maximize", "minimize"), default="maximize")
   tune.add_argument("--objective", choices=("best", "last"), default="best",
-                    help="a trial's best evaluation of the metric, or its last")
+                    help="a trial's best evaluation of the metric, or its last (trials "
+                    "that tie are ranked by the mean of their evaluations)")
   tune.add_argument("--sampler", choices=("tpe", "random", "grid"), default="tpe")
   tune.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
                     help="stops trials whose evaluations are hopeless (default median)")
@@ -430,6 +477,9 @@ def _tune(args) -> int:
       kept=lambda: "Stopped at once; the same command (with its --timestamp) resumes the "
       "search from the trials' last checkpoints.")
   with ctrl_c:
+    note = ctrl_c.background_note("which stops the trials as Ctrl-C does")
+    if note:
+      log.info(note)
     study = _search(args, tune, stop=lambda: ctrl_c.requested)
   print(tune.table(study))
   return 0
@@ -521,8 +571,9 @@ def _configs(args) -> int:
   from batchrl.configclass import describe
 
   if args.name is None:
-    print(configs.REGISTRY.table())
-    print(f"\nagents (Agent.create, batchrl run -a):\n{_agents_table()}")
+    width = shutil.get_terminal_size().columns
+    print(configs.REGISTRY.table(width))
+    print(f"\nagents (Agent.create, batchrl run -a):\n{_agents_table(width)}")
     return 0
   exp = configs.get(args.name)
   print(f"{exp.name}\n\n[run]\n{describe(exp.run)}\n\n[{exp.agent}]\n"
@@ -530,12 +581,12 @@ def _configs(args) -> int:
   return 0
 
 
-def _agents_table() -> str:
+def _agents_table(width: int | None = None) -> str:
   """Every agent name of the family list, with its family and description."""
   from batchrl.agents.families import FAMILIES
-  rows = [(t.name, f.name, t.description) for f in FAMILIES for t in f.api_types]
-  width = [max(len(r[i]) for r in rows) for i in range(2)]
-  return "\n".join(f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows)
+  from batchrl.configclass import format_table
+  rows = [[t.name, f.name, t.description] for f in FAMILIES for t in f.api_types]
+  return format_table(["agent", "family", "description"], rows, width)
 
 
 def _run_agent(args):

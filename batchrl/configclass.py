@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import textwrap
 import types
 import typing
 from typing import Any, Callable, Iterable, Literal, Mapping
@@ -397,16 +398,38 @@ def from_dict(cls: type, values: Mapping[str, Any]):
 # --------------------------------------------------------------------------- describing
 
 
-def _format_table(headers: list[str], rows: list[list[str]]) -> str:
-  """Plain-text columns; the last column is not padded (it holds long help texts)."""
+def format_table(headers: list[str], rows: list[list[str]], width: int | None = None) -> str:
+  """Plain-text columns under ``headers``; the last column is not padded (it holds long help
+  texts) and, given a ``width``, wraps within it, aligned under its header."""
   widths = [max(len(r[i]) for r in [headers] + rows) for i in range(len(headers) - 1)]
+  indent = sum(w + 2 for w in widths)
+  # a last column narrower than this would be a ribbon of words: let the terminal wrap it
+  wrap = width is not None and width - indent >= 30
 
-  def line(cells):
-    padded = [c.ljust(w) for c, w in zip(cells, widths)] + [cells[-1]]
-    return "  ".join(padded).rstrip()
+  def lines(cells):
+    head = "  ".join(c.ljust(w) for c, w in zip(cells, widths))
+    texts = textwrap.wrap(cells[-1], width - indent) if wrap else [cells[-1]]
+    texts = texts or [""]
+    return [f"{head}  {texts[0]}".rstrip()] + [" " * indent + t for t in texts[1:]]
 
   rule = "  ".join("-" * w for w in widths + [len(headers[-1])])
-  return "\n".join([line(headers), rule] + [line(r) for r in rows])
+  return "\n".join(lines(headers) + [rule] + [line for r in rows for line in lines(r)])
+
+
+def first_sentence(doc: str | None) -> str:
+  """The first sentence of a docstring, whole (its first paragraph up to a full stop outside
+  parentheses), on one line: what a listing shows of it."""
+  paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+  depth = 0
+  for i, char in enumerate(paragraph):
+    depth += {"(": 1, ")": -1}.get(char, 0)
+    if char == "." and depth <= 0 and paragraph[i + 1:i + 2] in ("", " ") \
+        and not paragraph[:i + 1].endswith(_ABBREVIATIONS):
+      return paragraph[:i + 1]
+  return paragraph
+
+
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.")  # full stops that do not end a sentence
 
 
 def _default_of(f: dataclasses.Field):
@@ -433,7 +456,7 @@ def describe(config) -> str:
       shown = repr(value) + (" *" if value != default else "")
     rows.append([f.name, type_name(hints[f.name]), shown, f.metadata.get("help", "")])
   column = "default" if isinstance(config, type) else "value"
-  return f"{cls.__name__}\n" + _format_table(["field", "type", column, "help"], rows)
+  return f"{cls.__name__}\n" + format_table(["field", "type", column, "help"], rows)
 
 
 # --------------------------------------------------------------------------- registry
@@ -459,7 +482,7 @@ class Registry:
                description: str | None = None):
     """Register ``factory`` under ``name``; without a factory, returns a decorator.
 
-    The description defaults to the first line of the factory's docstring.
+    The description defaults to the first sentence of the factory's docstring.
     """
     if factory is None:
       return lambda f: self.register(name, f, description)
@@ -469,7 +492,7 @@ class Registry:
     if name in self._entries:
       raise ConfigError(f"{self.kind} {name!r} is already registered")
     if description is None:
-      description = ((factory.__doc__ or "").strip().splitlines() or [""])[0]
+      description = first_sentence(factory.__doc__)
     self._entries[name] = RegistryEntry(name, factory, description)
     return factory
 
@@ -489,10 +512,11 @@ class Registry:
     """Registered names, in registration order."""
     return list(self._entries)
 
-  def table(self) -> str:
-    """Plain-text listing of names and descriptions (for ``batchrl configs``)."""
+  def table(self, width: int | None = None) -> str:
+    """Plain-text listing of names and descriptions (for ``batchrl configs``), the
+    descriptions wrapped within ``width`` columns when given."""
     rows = [[e.name, e.description] for e in self._entries.values()]
-    return _format_table(["name", "description"], rows)
+    return format_table(["name", "description"], rows, width)
 
   def __contains__(self, name: object) -> bool:
     return name in self._entries

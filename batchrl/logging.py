@@ -3,7 +3,10 @@
 A run directory receives TensorBoard event files (tags ``train/mean_score``,
 ``eval/mean_length``, ...) and ``metrics.jsonl``: one JSON object per report, flushed as it is
 written, so a crashed run keeps everything reported before the crash. Every report that has a
-``mean_score`` logs ``Score X`` through the ``batchrl`` logger, like Batch PPO did.
+``mean_score`` logs ``Score X`` through the ``batchrl`` logger, like Batch PPO did, or
+``Score - (...): no episode ended in this report`` where its window saw no episode end (its
+``mean_score`` and ``mean_length`` are then null, without a warning: a NaN anywhere else, such
+as a loss, is a failure and warns).
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ import numpy as np
 from batchrl.files import write_atomic
 
 PHASES = ("train", "eval")
+EPISODE_STATS = ("mean_score", "mean_length")  # means over the episodes that ended
+NO_EPISODE = "no episode ended in this report"
 METRICS_FILE = "metrics.jsonl"
 _RESERVED = ("step", "phase", "wall_time")
 _LOG = logging.getLogger("batchrl")
@@ -44,18 +49,30 @@ def _scalar(key: str, value) -> Any:
                    "(log arrays with histograms)")
 
 
-def _json_record(metrics: Mapping[str, Any]) -> tuple[dict, list[str]]:
-  """Metrics as JSON values; non-finite floats become None (JSON has no NaN)."""
-  record, bad = {}, []
+def _json_record(metrics: Mapping[str, Any]) -> tuple[dict, dict[str, float]]:
+  """Metrics as JSON values, and the non-finite floats, which become None (JSON has no NaN)."""
+  record, bad = {}, {}
   for key, value in metrics.items():
     if key in _RESERVED:
       raise ValueError(f"metric name {key!r} is reserved; reserved: {', '.join(_RESERVED)}")
     value = _scalar(key, value)
     if isinstance(value, float) and not math.isfinite(value):
-      bad.append(f"{key}={value}")
+      bad[key] = value
       value = None
     record[key] = value
   return record, bad
+
+
+def _no_episode_ended(key: str, record: Mapping[str, Any]) -> bool:
+  """Whether ``key`` is an episode statistic (``mean_score``, ``seed1/mean_length``...) of a
+  report in which no episode ended: its episode count (``seed1/episodes``, else
+  ``episodes``) is 0. Such a NaN is news of nothing; any other is a failure."""
+  prefix, _, name = key.rpartition("/")
+  if name not in EPISODE_STATS:
+    return False
+  count = record.get(f"{prefix}/episodes" if prefix else "episodes")
+  count = record.get("episodes") if count is None else count
+  return count == 0
 
 
 def _drop_after(path: Path, step: int) -> int:
@@ -158,16 +175,24 @@ class RunLogger:
       self._tracker.histograms(int(step), tagged)
 
   def report(self, step: int, phase: str, metrics: Mapping[str, Any]) -> dict:
-    """Append one record to ``metrics.jsonl`` and log ``Score X``; returns the record."""
+    """Append one record to ``metrics.jsonl`` and log its ``Score`` line; returns the record.
+
+    A non-finite metric is written as null; it warns (a ``RuntimeWarning`` and a log line)
+    unless it is an episode statistic of a report in which no episode ended."""
     _check_phase(phase)
     values, bad = _json_record(metrics)
     record = {"step": int(step), "phase": phase, "wall_time": time.time(), **values}
-    if bad:
-      _warn(f"{phase} report at step {step} has non-finite metrics {', '.join(bad)}; "
+    # no score where no episode ended is said once, in the Score line; any other NaN warns
+    quiet = {key for key in bad if _no_episode_ended(key, values)}
+    failed = [f"{key}={value}" for key, value in bad.items() if key not in quiet]
+    if failed:
+      _warn(f"{phase} report at step {step} has non-finite metrics {', '.join(failed)}; "
             "written as null")
     self._file.write(json.dumps(record, allow_nan=False) + "\n")
     self._file.flush()
-    if "mean_score" in metrics:
+    if "mean_score" in quiet:
+      _LOG.info("Score - (%s, step %d): %s", phase, int(step), NO_EPISODE)
+    elif "mean_score" in metrics:
       score = _scalar("mean_score", metrics["mean_score"])
       _LOG.info("Score %s (%s, step %d)", _format(score), phase, int(step))
     return record
@@ -287,7 +312,8 @@ class Progress:
     self.score = self.score if score is None else float(score)
     if self._bar is None:
       return
-    shown = "-" if self.score is None else _format(self.score)
+    # NaN: the latest report saw no episode end (its Score line says so)
+    shown = "-" if self.score is None or not math.isfinite(self.score) else _format(self.score)
     self._bar.update(self._task, completed=self.done, description=self.phase,
                      rate=f"{self.steps_per_second:,.0f}", score=shown)
 

@@ -218,6 +218,18 @@ def test_registry_get_names_table():
   assert "Pendulum with small batches." in table and "cartpole" in table
 
 
+def test_a_description_is_the_first_sentence_of_the_docstring_whole():
+  from batchrl.configclass import first_sentence
+  assert first_sentence("""TRPO on CartPole (steps in microseconds: cheap.
+  More in parentheses). Then the rest.
+
+  A second paragraph.""") == ("TRPO on CartPole (steps in microseconds: cheap. More in "
+                               "parentheses).")
+  assert first_sentence("Runs e.g. CartPole-v1. More.") == "Runs e.g. CartPole-v1."
+  assert first_sentence("No full stop, v1.5 kept\n\nnext") == "No full stop, v1.5 kept"
+  assert first_sentence(None) == ""
+
+
 def test_registry_unknown_and_duplicate_names():
   registry = _registry()
   with pytest.raises(ConfigError) as info:

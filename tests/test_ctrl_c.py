@@ -213,6 +213,28 @@ def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog):
     signal.signal(signal.SIGINT, before)
 
 
+def test_a_process_that_ignores_ctrl_c_is_told_how_to_stop():
+  """Only where SIGINT is ignored (a shell's background job) is there a note: ``kill PID``
+  where SIGTERM is taken as a Ctrl-C, no command where the caller handles SIGTERM itself."""
+  with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
+    assert ctrl_c.background_note("which saves a checkpoint first") is None
+  before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
+      assert ctrl_c.background_note("which saves a checkpoint first") == (
+          f"Ctrl-C is ignored in this process (a background job): stop it with kill "
+          f"{os.getpid()}, which saves a checkpoint first.")
+    own = signal.signal(signal.SIGTERM, lambda *args: None)
+    try:
+      with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
+        assert ctrl_c.background_note("which saves a checkpoint first") == (
+            "Ctrl-C is ignored in this process (a background job).")
+    finally:
+      signal.signal(signal.SIGTERM, own)
+  finally:
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.gymnax
 @pytest.mark.slow
 def test_sigterm_checkpoints_a_background_run_that_ignores_ctrl_c(tmp_path):
@@ -222,12 +244,15 @@ def test_sigterm_checkpoints_a_background_run_that_ignores_ctrl_c(tmp_path):
   proc = subprocess.Popen([sys.executable, "-m", "batchrl", *argv], stderr=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True, start_new_session=True,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-  _wait_for(proc, r"Score .* \(train, step \d+\)")
+  _, started = _wait_for(proc, r"Score .* \(train, step \d+\)")
   proc.send_signal(signal.SIGTERM)
   err = _finish(proc)
   assert proc.returncode == 130, err
-  assert "SIGTERM: stopping after the update under way" in err
   (run_dir,) = tmp_path.iterdir()
+  # the run said, as it started, how to stop it
+  assert (f"Starting run {run_dir}. Ctrl-C is ignored in this process (a background job): "
+          f"stop it with kill {proc.pid}, which saves a checkpoint first.") in started
+  assert "SIGTERM: stopping after the update under way" in err
   kept = checkpoint.latest_step(run_dir / "checkpoints")
   assert kept is not None and 0 < kept < 50_000_000
   assert f"the checkpoint at step {kept} is kept" in err

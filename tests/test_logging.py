@@ -37,6 +37,47 @@ def test_non_finite_written_as_null_with_warning(tmp_path):
   assert json.loads(line)["loss"] is None and "NaN" not in line and "Infinity" not in line
 
 
+def test_a_report_in_which_no_episode_ended_says_so_once(tmp_path, caplog):
+  """No episode ended in the report's window: one Score line says so, with no warning and no
+  ``Score nan``; its episode statistics (the seeds' too) are null in ``metrics.jsonl``."""
+  import warnings
+  caplog.set_level(logging.INFO, logger="batchrl")
+  nan = float("nan")
+  with RunLogger(tmp_path, use_tensorboard=False) as log, warnings.catch_warnings():
+    warnings.simplefilter("error")
+    record = log.report(5000, "train", {
+        "episodes": 0.0, "mean_score": nan, "mean_length": np.float32(nan), "loss": 0.5,
+        "seed0/mean_score": nan, "seed0/episodes": 0.0})
+    # one seed's window saw no episode end, the other's did
+    log.report(6000, "train", {"episodes": 2.0, "mean_score": 3.0, "mean_length": 10.0,
+                               "seed0/mean_score": nan, "seed0/episodes": 0.0,
+                               "seed1/mean_score": 3.0, "seed1/episodes": 2.0})
+  assert caplog.messages == ["Score - (train, step 5000): no episode ended in this report",
+                             "Score 3 (train, step 6000)"]
+  assert [record[k] for k in ("mean_score", "mean_length", "seed0/mean_score", "loss")] == [
+      None, None, None, 0.5]
+  assert [r["seed0/mean_score"] for r in read_metrics(tmp_path)] == [None, None]
+
+
+def test_a_nan_that_is_not_a_missing_episode_still_warns(tmp_path, caplog):
+  """A NaN loss, or a NaN score of episodes that did end (NaN rewards), or one with no episode
+  count to tell, warns as a failure; the missing score beside a NaN loss is still said once."""
+  caplog.set_level(logging.INFO, logger="batchrl")
+  nan = float("nan")
+  with RunLogger(tmp_path, use_tensorboard=False) as log:
+    with pytest.warns(RuntimeWarning) as caught:
+      log.report(1, "train", {"episodes": 0.0, "mean_score": nan, "loss": nan})
+      log.report(2, "eval", {"episodes": 4.0, "mean_score": nan})
+      log.report(3, "train", {"mean_score": nan})
+  expected = ["train report at step 1 has non-finite metrics loss=nan; written as null",
+              "eval report at step 2 has non-finite metrics mean_score=nan; written as null",
+              "train report at step 3 has non-finite metrics mean_score=nan; written as null"]
+  assert [str(w.message) for w in caught] == expected
+  assert caplog.messages == [
+      expected[0], "Score - (train, step 1): no episode ended in this report",
+      expected[1], "Score nan (eval, step 2)", expected[2], "Score nan (train, step 3)"]
+
+
 def test_bad_inputs(tmp_path):
   with RunLogger(tmp_path, use_tensorboard=False) as log:
     with pytest.raises(ValueError, match="phase must be one of train, eval"):
@@ -112,6 +153,10 @@ def test_progress_renders_on_a_terminal():
     bar.update(600, phase="train", score=-12.25)
   text = stream.getvalue()
   assert "600/1000" in text and "steps/s" in text and "-12.25" in text
+  stream = io.StringIO()
+  with Progress(1000, console=Console(file=stream, force_terminal=True, width=120)) as bar:
+    bar.update(600, phase="train", score=float("nan"))  # no episode ended in the report
+  assert "score -" in stream.getvalue() and "nan" not in stream.getvalue()
 
 
 def test_report_means_skip_nans_and_stay_quiet_when_nothing_finished():

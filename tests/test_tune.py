@@ -17,7 +17,7 @@ from batchrl import checkpoint, configs
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.logging import read_metrics
-from batchrl.tune import check_space, parse, parse_space
+from batchrl.tune import check_space, completed, parse, parse_space
 from conftest import skip_unless_gymnax
 from tests.tune_argv import tune_argv
 
@@ -129,6 +129,71 @@ def test_the_objective_is_the_best_or_last_evaluation(tmp_path):
   assert math.isnan(objective_of(tmp_path, TuneOptions(metric="episodes")))  # none reported
 
 
+def test_the_mean_of_a_runs_evaluations_is_recorded_in_its_trial(tmp_path):
+  from types import SimpleNamespace
+
+  from batchrl.tune.options import TuneOptions
+  from batchrl.tune.study import CURVE
+  from batchrl.tune.trial import curve_of, record_curve
+  for name, scores in (("a", [100.0, None, 500.0]), ("b", [300.0, 500.0])):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": i, "phase": phase, "mean_score": score}) + "\n"
+        for i, score in enumerate(scores) for phase in ("train", "eval")))
+  assert curve_of(tmp_path / "a", TuneOptions()) == 300.0  # a null evaluation is left out
+  assert math.isnan(curve_of(tmp_path / "a", TuneOptions(metric="episodes")))
+  attrs = {}
+  trial = SimpleNamespace(set_user_attr=attrs.__setitem__)
+  record_curve(trial, [tmp_path / "a", tmp_path / "b"], TuneOptions())  # seeds: their mean
+  assert attrs == {CURVE: 350.0}
+  record_curve(trial, [tmp_path / "a"], TuneOptions(metric="episodes"))  # none: not recorded
+  assert attrs == {CURVE: 350.0}
+
+
+def test_tied_objectives_are_ranked_by_the_mean_of_their_evaluations(tmp_path, caplog):
+  """CartPole caps at 500: trials that reach it tie on the objective (the study's value, as
+  Optuna has it: its best_trial is the first of them). The table, the log line and
+  best.yaml rank them by the mean of their evaluations (the sooner there, the better; a
+  trial of an older search, without one, last) and say so."""
+  from batchrl.tune import optimize
+  from batchrl.tune import study as studies
+  from batchrl.tune.options import TuneOptions
+  study = optuna.create_study(direction="maximize")
+  for key, value in (("metric", "mean_score"), ("objective", "best"),
+                     (optimize.DIRECTORY, str(tmp_path))):
+    study.set_user_attr(key, value)
+  space = {"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
+  for lr, value, curve in ((1e-3, 500.0, 366.67), (2e-3, 500.0, 433.33), (3e-3, 450.0, 350.0),
+                           (4e-3, 500.0, None)):
+    attrs = {studies.RUN_DIR: f"trials/{len(study.trials)}"}
+    attrs.update({studies.CURVE: curve} if curve is not None else {})
+    study.add_trial(optuna.trial.create_trial(params={"learning_rate": lr}, value=value,
+                                              distributions=space, user_attrs=attrs))
+  assert study.best_trial.number == 0 and study.best_value == 500.0
+  assert [t.number for t in optimize.completed(study)] == [1, 0, 3, 2]
+  tie = ("3 trials tie at 500: ranked by the mean of their evaluations, the area under the "
+         "curve (the sooner a trial got there, the better)")
+  assert optimize.table(study) == "\n".join([
+      "Best trials (4 complete):",
+      "trial  best mean_score  mean of evals  learning_rate",
+      "1      500              433.3          0.002",
+      "0      500              366.7          0.001",
+      "3      500              -              0.004",
+      "2      450              350            0.003",
+      tie[:1].upper() + tie[1:] + ".",
+      f"Best config: {tmp_path / 'best.yaml'}"])
+  caplog.clear()  # (Optuna's line about the new study)
+  with caplog.at_level(logging.INFO, logger="batchrl"):
+    optimize._log_trial(optuna, TuneOptions())(study, study.trials[2])
+  assert caplog.messages == [
+      f"Trial 2: best mean_score 450 (learning_rate=0.003); best so far: trial 1, 500 ({tie})"]
+  (tmp_path / "trials" / "1").mkdir(parents=True)
+  (tmp_path / "trials" / "1" / "config.yaml").write_text("config: cartpole_fused\n")
+  assert optimize.write_best(study, tmp_path).read_text().startswith(
+      f"# batchrl tune: trial 1 of {tmp_path.name}, objective 500\n# {tie}\n"
+      "# values: learning_rate=0.002\n")
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -218,19 +283,18 @@ def _mode_line(caplog) -> str:
   return line
 
 
+SIDE_BY_SIDE = "2 side by side per program; --batch-trials 1 runs them one at a time"
 HOST_WHY = ("one at a time: 'cartpole' steps host environments (run.backend='gymnasium'); "
             "side by side needs in-graph ones (run.backend='gymnax')")
 
 
 @pytest.mark.parametrize("config, extra, line, batch", [
     # the default on a fused config: side by side
-    ("cartpole_fused", [], "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    ("cartpole_fused", [], SIDE_BY_SIDE, 2),
     # a choice of a few values is grouped by: still side by side
-    ("cartpole_fused", ["--search", "clip_range=choice(0.1,0.2)"],
-     "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    ("cartpole_fused", ["--search", "clip_range=choice(0.1,0.2)"], SIDE_BY_SIDE, 2),
     ("cartpole_fused", ["--batch-trials", "1"], "one at a time (--batch-trials 1)", None),
-    ("cartpole_fused", ["--batch-trials", "auto"],
-     "2 side by side per program (--batch-trials 1: one at a time)", 2),
+    ("cartpole_fused", ["--batch-trials", "auto"], SIDE_BY_SIDE, 2),
     ("cartpole_fused", ["--batch-trials", "4"], "2 side by side per program (--batch-trials 4)",
      4),
     # the default where trials cannot share a program: one at a time, saying why
@@ -272,8 +336,8 @@ def test_auto_takes_as_many_trials_as_fit_in_memory(monkeypatch):
   monkeypatch.setattr(batched, "available_bytes", lambda: (free, "test memory"))
   five = batching(exp, opts, params, None)
   assert five.limit == 5 and five.why.startswith("as many as fit: a trial needs about ")
-  assert five.line(40) == ("tune: 40 trials, 5 side by side per program (--batch-trials 1: "
-                           f"one at a time; {five.why})")
+  assert five.line(40) == (f"tune: 40 trials, 5 side by side per program ({five.why}); "
+                           "--batch-trials 1 runs them one at a time")
   monkeypatch.setattr(batched, "available_bytes", lambda: (per_trial, "test memory"))
   one = batching(exp, opts, params, None)
   assert one.limit == 1 and one.line(40) == f"tune: 40 trials, one at a time: {one.why}"
@@ -285,6 +349,12 @@ def test_auto_spreads_the_trials_evenly_over_its_programs():
   from batchrl.tune.batched import Batching
   auto = Batching(16, auto=True)
   assert [auto.size(n) for n in (1, 2, 16, 17, 20, 33)] == [1, 2, 16, 9, 10, 11]
+  # what auto does, then the other way as a choice (not as if --batch-trials 1 were given)
+  assert auto.line(4) == ("tune: 4 trials, 4 side by side per program; --batch-trials 1 "
+                          "runs them one at a time")
+  assert auto.line(1) == "tune: 1 trial, one at a time"
+  assert Batching(4, auto=False).line(20) == ("tune: 20 trials, 4 side by side per program "
+                                              "(--batch-trials 4)")
   assert Batching(4, auto=False).size(20) == 4  # --batch-trials B is B
 
 
@@ -421,14 +491,14 @@ def test_a_search_writes_trial_runs_a_study_and_best_yaml(search_dir, capsys):
     assert t.value == max(v for _, v in evals if v is not None)  # the best evaluation
     assert (run / "checkpoints").is_dir()
   best = yaml.safe_load((search_dir / "best.yaml").read_text())
-  assert best["ppo"]["learning_rate"] == study.best_trial.params["learning_rate"]
+  assert best["ppo"]["learning_rate"] == completed(study)[0].params["learning_rate"]
 
 
 @pytest.mark.gymnax
 @pytest.mark.slow
 def test_best_yaml_round_trips_through_train_config(search_dir, tmp_path):
   study = optuna.load_study(study_name=None, storage=f"sqlite:///{search_dir / 'study.db'}")
-  best_run = search_dir / "trials" / str(study.best_trial.number)
+  best_run = search_dir / "trials" / str(completed(study)[0].number)
   assert main(["train", "--config", str(search_dir / "best.yaml"), "--logdir", str(tmp_path),
                "--timestamp", "B", "--no-tensorboard", "--no-progress"]) == 0
   run = tmp_path / "B-cartpole_fused"
@@ -527,7 +597,8 @@ def test_a_fused_search_trains_its_trials_side_by_side_by_default(search_dir, tm
   with caplog.at_level(logging.INFO, logger="batchrl"):
     assert main(_tune_argv(tmp_path)) == 0
   lines = caplog.messages
-  assert "tune: 2 trials, 2 side by side per program (--batch-trials 1: one at a time)" in lines
+  assert ("tune: 2 trials, 2 side by side per program; --batch-trials 1 runs them one at a "
+          "time") in lines
   assert "Training trials 0, 1 in one program (learning_rate batched)" in lines
   scores = [m for m in lines if "Score " in m]
   assert scores and all(m.startswith(("trial 0: Score ", "trial 1: Score ")) for m in scores)

@@ -46,6 +46,9 @@ def _check_trials_landed(tune_dir, count):
     # the evaluations reached the study at env steps, as without --parallel/--ray
     assert sorted(t.intermediate_values) == [256, 512]
     assert t.value == max(r["mean_score"] for r in evals)
+    # what breaks ties reached the study from the worker too: the mean of the evaluations
+    assert t.user_attrs["batchrl_curve"] == pytest.approx(
+        sum(r["mean_score"] for r in evals) / len(evals))
     assert (run / "checkpoints").is_dir()
   assert (tune_dir / "best.yaml").is_file()
   return study

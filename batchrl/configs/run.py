@@ -189,7 +189,7 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
     elif field in agent_keys:
       agent_items.append(f"{field}={value}")
     else:
-      raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp.agent))
+      raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp))
   run = override(exp.run, _keep_report_period(run_items))
   config = override(exp.config, agent_items)
   changed = dataclasses.replace(exp, run=run, config=config)
@@ -227,10 +227,11 @@ def _iterations(run: RunConfig, config) -> int | None:
   return None if period is None else run.iterations(period * run.num_envs)
 
 
-def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], agent: str) -> str:
-  options = [f"run.{k}" for k in run_keys] + [f"{agent}.{k}" for k in agent_keys]
+def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], exp: Experiment) -> str:
+  """The closest few keys, and where to see them all (a list of every key, 1,200 characters
+  on one line, hid the hint)."""
   bare = sorted(run_keys | agent_keys)
-  return (f"unknown config key {key!r}{did_you_mean(key, bare, n=3)}. "
-          f"Valid keys: {', '.join(sorted(options))} (see `batchrl configs NAME`).")
+  return (f"unknown config key {key!r}{did_you_mean(key, bare, n=3)}; every key of "
+          f"{exp.name!r}, with its value and help: batchrl configs {exp.name}")
 
 

@@ -51,14 +51,17 @@ class CtrlC:
     self._own_bytes = 0  # interrupt_main() writes a wakeup byte too: not a key press
     self._taken = threading.Event()  # the main thread has raised KeyboardInterrupt
     self._active = False
+    self._signals: tuple[int, ...] = ()
+    self._ctrl_c_ignored = False
 
   def __enter__(self) -> "CtrlC":
     if threading.current_thread() is not threading.main_thread():
       return self  # signals belong to the main thread; elsewhere Ctrl-C stays Python's
     # a process started to ignore Ctrl-C (a shell's background job) still does; SIGTERM is
     # taken only from its default (ending the process), not from a handler set by a caller
+    self._ctrl_c_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     self._signals = tuple(s for s, take in (
-        (signal.SIGINT, signal.getsignal(signal.SIGINT) is not signal.SIG_IGN),
+        (signal.SIGINT, not self._ctrl_c_ignored),
         (signal.SIGTERM, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)) if take)
     if not self._signals:
       return self
@@ -70,6 +73,18 @@ class CtrlC:
     self._thread.start()
     self._active = True
     return self
+
+  def background_note(self, effect: str) -> str | None:
+    """Where this process ignores Ctrl-C (a shell's background job: ``batchrl train ... &``
+    in a script), the line that says so and how to stop it instead, ``kill PID`` (SIGTERM,
+    taken as a Ctrl-C; ``effect`` says what it does); None where Ctrl-C works. Call it
+    while entered."""
+    if not self._ctrl_c_ignored:
+      return None
+    note = "Ctrl-C is ignored in this process (a background job)"
+    if signal.SIGTERM not in self._signals:  # a handler of the caller's own: not ours to tell
+      return f"{note}."
+    return f"{note}: stop it with kill {os.getpid()}, {effect}."
 
   def __exit__(self, *exc) -> None:
     if not self._active:

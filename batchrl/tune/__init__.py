@@ -14,11 +14,11 @@ in worker processes (``parallel``, ``--parallel``) or as Ray Tune trials (``ray_
 extra ``batchrl[tune]``, imported only by ``optuna_module`` when a search starts; Ray Tune
 is ``batchrl[tune-ray]``, imported only for ``--ray``.
 """
-from batchrl.tune.optimize import search, table, write_best
+from batchrl.tune.optimize import completed, search, table, write_best
 from batchrl.tune.options import EVAL_METRICS, TuneOptions
 from batchrl.tune.space import GRAMMAR, Param, check_space, parse, parse_space
 from batchrl.tune.study import BEST_FILE, STUDY_FILE, TRIALS_DIR, tune_directory
 
 __all__ = ["BEST_FILE", "EVAL_METRICS", "GRAMMAR", "Param", "STUDY_FILE", "TRIALS_DIR",
-           "TuneOptions", "check_space", "parse", "parse_space", "search", "table",
+           "TuneOptions", "check_space", "completed", "parse", "parse_space", "search", "table",
            "tune_directory", "write_best"]

@@ -62,7 +62,7 @@ from batchrl.train.schedule import due, phase_length, run_in_calls, schedule
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.space import Param
 from batchrl.tune.study import FAILED, RESUMES, RUN_DIR, TRIALS_DIR
-from batchrl.tune.trial import TrialFailed, objective_of, trial_experiment
+from batchrl.tune.trial import TrialFailed, objective_of, record_curve, trial_experiment
 
 log = logging.getLogger("batchrl")
 
@@ -150,10 +150,12 @@ class Batching:
     trials = f"tune: {trials_text(remaining)}"
     size = self.size(remaining)
     if size > 1:
-      how = "--batch-trials 1: one at a time" if self.auto else f"--batch-trials {size}"
-      why = f"; {self.why}" if self.why else ""
       side = f"{min(size, remaining)} side by side per program" if remaining > 1 else "alone"
-      return f"{trials}, {side} ({how}{why})"
+      if not self.auto:
+        return f"{trials}, {side} (--batch-trials {size})"
+      # the other way reads as a choice, not as the setting in effect
+      why = f" ({self.why})" if self.why else ""
+      return f"{trials}, {side}{why}; --batch-trials 1 runs them one at a time"
     if not self.auto or remaining == 1:
       return f"{trials}, one at a time" + ("" if self.auto else " (--batch-trials 1)")
     return f"{trials}, one at a time: {self.why}"
@@ -367,6 +369,7 @@ def _train_group(optuna, study, lanes: list[Lane], fields: tuple[str, ...],
       continue
     value = objective_of(lane.run_dir, opts)
     if math.isfinite(value):
+      record_curve(lane.trial, [lane.run_dir], opts)
       _tell(optuna, study, lane.trial, states.COMPLETE, value, callback)
     else:
       lane.trial.set_user_attr(FAILED, f"no evaluation gave a finite {opts.metric}")

@@ -285,9 +285,11 @@ def _log_trial(optuna, opts: TuneOptions):
     states = optuna.trial.TrialState
     values = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
     if trial.state == states.COMPLETE:
-      best = study.best_trial
-      log.info("Trial %d: %s %s %.6g (%s); best so far: trial %d, %.6g", trial.number,
-               opts.objective, opts.metric, trial.value, values, best.number, best.value)
+      ranked = completed(study)
+      tie = tie_note(ranked)
+      log.info("Trial %d: %s %s %.6g (%s); best so far: trial %d, %.6g%s", trial.number,
+               opts.objective, opts.metric, trial.value, values, ranked[0].number,
+               ranked[0].value, f" ({tie})" if tie else "")
     elif trial.state == states.PRUNED:
       log.info("Trial %d pruned (%s).", trial.number, values)
     else:
@@ -315,10 +317,28 @@ def _make_directory(tune_dir: Path) -> None:
 
 
 def completed(study) -> list:
-  """Finished trials, best first."""
+  """Finished trials, best first: by their objective (the study's value, which Optuna
+  optimizes), and where objectives tie (a score that caps, as CartPole's 500 does: every
+  good trial reaches it) by the mean of their evaluations (``studies.CURVE``), so the trial
+  that got there sooner comes first; one without it (an older search's) comes last."""
   done = [t for t in study.trials if t.state.name == "COMPLETE" and t.value is not None]
-  maximize = study.direction.name == "MAXIMIZE"
-  return sorted(done, key=lambda t: -t.value if maximize else t.value)
+  sign = -1.0 if study.direction.name == "MAXIMIZE" else 1.0
+
+  def key(t):
+    curve = t.user_attrs.get(studies.CURVE)
+    return sign * t.value, math.inf if curve is None else sign * curve
+
+  return sorted(done, key=key)
+
+
+def tie_note(ranked: list) -> str:
+  """Says how the best of ``ranked`` (``completed``) was picked when others tie with its
+  objective; empty when none does."""
+  tied = [t for t in ranked if t.value == ranked[0].value] if ranked else []
+  if len(tied) < 2:
+    return ""
+  return (f"{len(tied)} trials tie at {ranked[0].value:.6g}: ranked by the mean of their "
+          "evaluations, the area under the curve (the sooner a trial got there, the better)")
 
 
 def write_best(study, tune_dir: Path) -> Path | None:
@@ -334,8 +354,9 @@ def write_best(study, tune_dir: Path) -> Path | None:
       run_dir / "config.yaml").is_file() else None
   if values is None:  # several seeds on host envs: one run per seed; the first seed's config
     values = yaml.safe_load((run_dir / "seed0" / "config.yaml").read_text())
+  tie = tie_note(ranked)
   header = (f"# batchrl tune: trial {best.number} of {Path(tune_dir).name}, "
-            f"objective {best.value:.6g}\n# values: "
+            f"objective {best.value:.6g}\n" + (f"# {tie}\n" if tie else "") + "# values: "
             f"{', '.join(f'{k}={_short(v)}' for k, v in best.params.items())}\n"
             f"# train it: batchrl train --config {Path(tune_dir) / studies.BEST_FILE} "
             "--logdir runs\n")
@@ -346,11 +367,13 @@ def write_best(study, tune_dir: Path) -> Path | None:
 
 def table(study, top: int = 5) -> str:
   """The best finished trials, and the counts of pruned and failed ones."""
-  ranked = completed(study)[:top]
+  everything = completed(study)
+  ranked = everything[:top]
   keys = list(dict.fromkeys(k for t in ranked for k in t.params))
   metric = f"{study.user_attrs.get('objective', 'best')} {study.user_attrs.get('metric', '')}"
-  rows = [["trial", metric.strip(), *keys]] + [
-      [str(t.number), f"{t.value:.6g}", *(_short(t.params.get(k)) for k in keys)]
+  rows = [["trial", metric.strip(), "mean of evals", *keys]] + [
+      [str(t.number), f"{t.value:.6g}", _short(t.user_attrs.get(studies.CURVE, "-")),
+       *(_short(t.params.get(k)) for k in keys)]
       for t in ranked]
   widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
   lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -361,7 +384,9 @@ def table(study, top: int = 5) -> str:
   if not ranked:
     return f"No trial finished ({summary or 'no trials'})."
   best_file = Path(study.user_attrs.get(DIRECTORY, ".")) / studies.BEST_FILE
-  return "\n".join([f"Best trials ({summary}):", *lines, f"Best config: {best_file}"])
+  tie = tie_note(everything)
+  return "\n".join([f"Best trials ({summary}):", *lines, *([f"{tie[:1].upper()}{tie[1:]}."]
+                    if tie else []), f"Best config: {best_file}"])
 
 
 def _short(value) -> str:

@@ -20,8 +20,9 @@ class TuneOptions:
                       f"{', '.join(EVAL_METRICS)}.")
   direction: Literal["maximize", "minimize"] = param("maximize", "Whether a larger or a "
                                                      "smaller metric is better.")
-  objective: Literal["best", "last"] = param("best", "Which evaluation of a trial counts: "
-                                             "its best or its last.")
+  objective: Literal["best", "last"] = param(
+      "best", "Which evaluation of a trial counts (its value in the Optuna study): its best "
+      "or its last. Tied trials are ranked by the mean of their evaluations.")
   sampler: Literal["tpe", "random", "grid"] = param(
       "tpe", "How values are picked: 'tpe' (Optuna's default), 'random', or 'grid' (every "
       "combination of int(...) and choice(...) values, at most trials of them).")

@@ -32,6 +32,9 @@ BEST_FILE = "best.yaml"
 FAILED = "batchrl_failed"  # a trial that cannot run (e.g. values that clash): never rerun
 RESUMES = "batchrl_resumes"  # the number of the interrupted trial this one continues
 RUN_DIR = "batchrl_run_dir"
+# the mean of a finished trial's evaluations of the metric: what breaks a tie of objectives
+# (``optimize.completed``); the study's value stays the objective, which Optuna optimizes
+CURVE = "batchrl_curve"
 
 
 def tune_directory(logdir, name: str, timestamp: str | None) -> Path:

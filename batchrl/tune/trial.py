@@ -31,7 +31,7 @@ from batchrl.train.local import LocalTrainer
 from batchrl.train.rundir import prepare_run
 from batchrl.tune.options import TuneOptions
 from batchrl.tune.space import Param, overrides_of
-from batchrl.tune.study import FAILED, RESUMES, RUN_DIR, TRIALS_DIR
+from batchrl.tune.study import CURVE, FAILED, RESUMES, RUN_DIR, TRIALS_DIR
 
 log = logging.getLogger("batchrl")
 
@@ -109,6 +109,7 @@ def run_trial(optuna, trial, base: Experiment, overrides: list[str],
     if stopped:
       raise optuna.TrialPruned(stopped)
     values.append(objective_of(run.run_dir, options))
+  record_curve(trial, [run.run_dir for run in runs], options)
   value = sum(values) / len(values)
   if not math.isfinite(value):
     trial.set_user_attr(FAILED, f"no evaluation gave a finite {options.metric}")
@@ -191,6 +192,24 @@ def objective_of(run_dir: Path, options: TuneOptions) -> float:
   if not finite:
     return math.nan
   return max(finite) if options.direction == "maximize" else min(finite)
+
+
+def curve_of(run_dir: Path, options: TuneOptions) -> float:
+  """The mean of the run's evaluations of the metric (null ones left out; NaN without any):
+  the area under its evaluation curve, per evaluation. Of two runs with the same objective
+  (both reach CartPole's cap of 500), the one that got there sooner has the better mean."""
+  values = [r.get(options.metric) for r in read_metrics(run_dir) if r.get("phase") == "eval"]
+  finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+  return sum(finite) / len(finite) if finite else math.nan
+
+
+def record_curve(trial, run_dirs: list[Path], options: TuneOptions) -> None:
+  """Stores the mean of ``curve_of`` over the trial's runs (its seeds) in the trial, where
+  ``optimize.completed`` breaks ties with it."""
+  curves = [curve_of(run_dir, options) for run_dir in run_dirs]
+  curve = sum(curves) / len(curves)
+  if math.isfinite(curve):
+    trial.set_user_attr(CURVE, curve)
 
 
 def _take_over(trial, trials_dir: Path) -> None:
