@@ -206,14 +206,14 @@ def test_a_separate_critic_with_gae_saves_and_loads_to_the_same_actions(tmp_path
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_fused_cartpole_reaches_475_within_200k_steps():
-  """Best deterministic evaluation every 8k steps, seed 0 (measured: 500 at 32k,
-  6 s for the test)."""
+def test_fused_cartpole_reaches_475_within_200k_steps(learning_seed):
+  """Best deterministic evaluation every 8k steps (measured: seed 0 500 at 32k, 6 s for the
+  test; seeds 1 and 2 also pass)."""
   env = make_vec("CartPole-v1", 8)
   agent = make_a2c(cartpole())
   run_chunk = fused.make_run_chunk(env, agent)
   evaluate = jax.jit(fused.make_evaluate(env, agent, 500))
-  sim, best = fused.init_sim(env, agent, jax.random.key(0)), -np.inf
+  sim, best = fused.init_sim(env, agent, jax.random.key(learning_seed)), -np.inf
   for _ in range(25):  # 25 * 200 updates * 40 steps = 200k steps
     sim, infos = run_chunk(sim, 200)
     best = max(best, float(evaluate(sim)["mean_score"]))

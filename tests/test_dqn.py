@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import checkpoint
+from batchrl import checkpoint, configs
 from batchrl.agents import spaces
 from batchrl.agents.core import Transition
 from batchrl.agents.dqn import FAMILY, DQNConfig, import_observations, make_dqn
@@ -547,11 +547,14 @@ def test_named_fused_configs_reach_475_within_100k_steps(name):
 
 
 @pytest.mark.slow
-def test_named_host_config_reaches_475_within_50k_steps(tmp_path):
-  """dqn_cartpole: host CartPole-v1 envs through batchrl train; best evaluation >= 475."""
+def test_named_host_config_reaches_475_within_50k_steps(tmp_path, learning_seed):
+  """dqn_cartpole: host CartPole-v1 envs through batchrl train; best evaluation >= 475
+  (measured: seeds 0, 1 and 2 pass; the config's docstring gives 7 of 8 fused seeds within
+  49k)."""
   from batchrl.experiment import train
   run_dir = tmp_path / "run"
-  train(named("dqn_cartpole"), run_dir, progress=False, use_tensorboard=False)
+  exp = configs.apply_overrides(named("dqn_cartpole"), [f"run.seed={learning_seed}"])
+  train(exp, run_dir, progress=False, use_tensorboard=False)
   with open(run_dir / "metrics.jsonl") as f:
     rows = [json.loads(line) for line in f]
   evals = [row["mean_score"] for row in rows if row["phase"] == "eval"]

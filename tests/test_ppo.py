@@ -349,18 +349,21 @@ def evaluate_after_training(env_id, num_envs, config, iterations, eval_steps, se
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_cartpole_reaches_475_within_500k_steps():
+def test_cartpole_reaches_475_within_500k_steps(learning_seed):
+  """Deterministic evaluation after 500k steps (measured: 500 on seeds 0, 1 and 2)."""
   iterations = 500_000 // (32 * 128)  # 122 updates
   _, score = evaluate_after_training("CartPole-v1", 32, cartpole_fused(iterations),
-                                     iterations, 500)
+                                     iterations, 500, seed=learning_seed)
   assert score >= 475
 
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_pendulum_improves_clearly_within_100k_steps():
+def test_pendulum_improves_clearly_within_100k_steps(learning_seed):
+  """Deterministic evaluation before and after 100k steps (measured: -1522 -> -253, -1404 ->
+  -175, -1256 -> -224 on seeds 0, 1 and 2)."""
   iterations = 100_000 // (16 * 128)  # 48 updates
   before, after = evaluate_after_training("Pendulum-v1", 16, pendulum_fused(iterations),
-                                          iterations, 200)
+                                          iterations, 200, seed=learning_seed)
   assert before < -900
   assert after > -600
