@@ -1,6 +1,7 @@
 """Helpers shared by the tests (pytest puts this folder's modules on the import path)."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -115,6 +116,36 @@ def assert_resumes_exactly(run_chunk: Callable, sim, restored, length: int) -> d
     np.testing.assert_array_equal(x, y)
   np.testing.assert_array_equal(infos_a["loss"], infos_b["loss"])
   return infos_a
+
+def assert_same(ours, theirs, where: str = "result", exact_types: bool = False) -> None:
+  """``ours`` equals ``theirs`` (a Gymnasium vector env's results): equal values, for arrays
+  equal dtypes and shapes, dicts, sequences and object arrays compared deeply. With
+  ``exact_types`` the types must match too (a list is no tuple, ``np.int64(2)`` is not ``2``):
+  what a drop-in replacement promises."""
+  same = functools.partial(assert_same, exact_types=exact_types)
+  if isinstance(theirs, dict):
+    assert isinstance(ours, dict), where
+    assert sorted(ours) == sorted(theirs), f"{where}: keys {sorted(ours)} != {sorted(theirs)}"
+    for key in theirs:
+      same(ours[key], theirs[key], f"{where}[{key!r}]")
+  elif isinstance(theirs, (tuple, list)):
+    assert not exact_types or type(ours) is type(theirs), f"{where}: {ours!r} != {theirs!r}"
+    assert len(ours) == len(theirs), f"{where}: {ours!r} != {theirs!r}"
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+      same(a, b, f"{where}[{k}]")
+  elif isinstance(theirs, np.ndarray):
+    assert isinstance(ours, np.ndarray), f"{where}: {type(ours).__name__}, not an array"
+    assert (ours.dtype, ours.shape) == (theirs.dtype, theirs.shape), (
+        f"{where}: {ours.dtype}{ours.shape} != {theirs.dtype}{theirs.shape}")
+    if theirs.dtype == object:
+      for k, (a, b) in enumerate(zip(ours, theirs)):
+        same(a, b, f"{where}[{k}]")
+    else:
+      np.testing.assert_array_equal(ours, theirs, err_msg=where)
+  else:
+    assert not exact_types or type(ours) is type(theirs), f"{where}: {ours!r} != {theirs!r}"
+    assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
+
 
 
 def fill_and_update(agent, state, obs_fn: Callable, num_steps: int, key: jax.Array,

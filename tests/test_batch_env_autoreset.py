@@ -16,6 +16,7 @@ from gymnasium.wrappers.vector import NormalizeObservation, RecordEpisodeStatist
 from batchrl.envs.batch import BatchEnv, RestartPolicy
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.process import EnvError
+from conftest import assert_same
 
 try:
   from tests import mock_envs
@@ -71,30 +72,6 @@ def dict_obs_envs():  # observations not in shared memory: they travel pickled
 
 ENVS = {"CartPole-v1, 20 steps": (cartpoles, 2), "InfoEnv": (info_envs, 3),
         "DictObsEnv": (dict_obs_envs, 2)}
-
-
-def assert_same(ours, theirs, where="result"):
-  """Equal values, and for arrays equal dtypes and shapes; dicts and object arrays deeply."""
-  if isinstance(theirs, dict):
-    assert isinstance(ours, dict), where
-    assert sorted(ours) == sorted(theirs), f"{where}: keys {sorted(ours)} != {sorted(theirs)}"
-    for key in theirs:
-      assert_same(ours[key], theirs[key], f"{where}[{key!r}]")
-  elif isinstance(theirs, (tuple, list)):
-    assert len(ours) == len(theirs), where
-    for k, (a, b) in enumerate(zip(ours, theirs)):
-      assert_same(a, b, f"{where}[{k}]")
-  elif isinstance(theirs, np.ndarray):
-    assert isinstance(ours, np.ndarray), f"{where}: {type(ours).__name__}, not an array"
-    assert (ours.dtype, ours.shape) == (theirs.dtype, theirs.shape), (
-        f"{where}: {ours.dtype}{ours.shape} != {theirs.dtype}{theirs.shape}")
-    if theirs.dtype == object:
-      for k, (a, b) in enumerate(zip(ours, theirs)):
-        assert_same(a, b, f"{where}[{k}]")
-    else:
-      np.testing.assert_array_equal(ours, theirs, err_msg=where)
-  else:
-    assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
 
 
 def drive(env, mode, num_actions, steps=90, seed=0):

@@ -19,6 +19,10 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.process import EnvWorkerError, EnvWorkerTimeout
+from conftest import assert_same as assert_equal
+
+# a drop-in gives the same types too (a tuple, not a list; 2, not np.int64(2))
+assert_same = functools.partial(assert_equal, exact_types=True)
 
 CONTEXT = "forkserver"  # workers start in milliseconds; spawn is covered by test_batch_env.py
 WORKERS = [0, 1, 2]
@@ -98,29 +102,6 @@ def rollout(env, steps=30):
   for t in range(steps):
     history.append(env.step(np.array([t % 2, (t // 3) % 2])))
   return history
-
-
-def assert_same(a, b, where="result"):
-  """Equal values, types and (for arrays) dtypes and shapes; dicts and sequences deeply."""
-  if isinstance(b, dict):
-    assert isinstance(a, dict) and sorted(a) == sorted(b), f"{where}: {a} != {b}"
-    for key in b:
-      assert_same(a[key], b[key], f"{where}[{key!r}]")
-  elif isinstance(b, (tuple, list)):
-    assert type(a) is type(b) and len(a) == len(b), f"{where}: {a!r} != {b!r}"
-    for k, (x, y) in enumerate(zip(a, b)):
-      assert_same(x, y, f"{where}[{k}]")
-  elif isinstance(b, np.ndarray):
-    assert isinstance(a, np.ndarray), f"{where}: {type(a).__name__}, not an array"
-    assert (a.dtype, a.shape) == (b.dtype, b.shape), (
-        f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}")
-    if b.dtype == object:
-      for k, (x, y) in enumerate(zip(a, b)):
-        assert_same(x, y, f"{where}[{k}]")
-    else:
-      np.testing.assert_array_equal(a, b, err_msg=where)
-  else:
-    assert type(a) is type(b) and a == b, f"{where}: {a!r} != {b!r}"
 
 
 def test_drop_in_takes_the_arguments_and_defaults_of_both_gymnasium_classes():
