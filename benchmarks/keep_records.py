@@ -16,7 +16,10 @@ is not kept, so its records could never be completed (``--unfinished`` keeps the
 
 A parity directory keeps its finished runs' results (``*.json``: every evaluation, the
 command): ``python benchmarks/parity.py --table-only --results benchmarks/records/parity``.
-Copying again replaces what an earlier copy kept of the same runs.
+Copying again replaces what an earlier copy kept of the same runs; a folder's
+``about.json`` (where runs ran that were recorded before their sittings stored it) is left
+as it is. ``batchrl bench --write-docs`` then writes the tables of docs/benchmarks.md again
+from ``benchmarks/records/`` (the folders it reads are ``TABLES`` in batchrl/bench/docs.py).
 """
 from __future__ import annotations
 

@@ -42,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from batchrl import configs  # noqa: E402  (after the path tweak above)
+from batchrl.bench.machine import machine  # noqa: E402  (after the path tweak above)
 from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
@@ -163,6 +164,9 @@ def load_result(library: str, algo: str, env: str, seed: int, args) -> dict | No
 
 
 def write_result(path: str, result: dict) -> None:
+  """Writes a finished run's result with the day and the machine it ran on, which the
+  table of docs/benchmarks.md names (``batchrl bench --write-docs``)."""
+  result = {**result, "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine()}
   write_atomic(path, json.dumps(result))
 
 

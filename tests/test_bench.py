@@ -94,7 +94,7 @@ def test_the_report_reads_each_seed_of_a_lanes_run(tmp_path):
   assert end["wall_s"] == [20.0] and end["steps_per_s"] == [5.0]  # one run, each seed's pace
   assert end["command"] == ("batchrl train --config sac_mujoco --seed 0 --seeds 2 "
                             "--set env=Pendulum-v1 --set steps=100")
-  assert "| 100 | 2/2 in one run | 7 ± 2 |" in report.table([end])
+  assert "| 100 | 2/2 in one run | 7.0 ± 2.0 |" in report.table([end])
   # the same logdir read as runs of one seed each holds nothing yet: pending, not wrong
   assert report.rows(suite, logdir, 2)[1]["final"] == []
 
@@ -218,6 +218,7 @@ def test_smoke_suite_runs_two_at_once_then_skips_what_finished_and_reports(tmp_p
   assert cli.main(argv) == 0  # trains the rest
   states = [runs.read_state(logdir, r) for r in planned]
   assert all(s["finished"] and len(s["sittings"]) == 1 for s in states)
+  assert all("cores usable" in s["sittings"][0]["machine"] for s in states)  # for the docs
   for r in planned:
     assert (runs.run_dir(logdir, r) / "metrics.jsonl").is_file()
     assert report.evaluations(logdir, r)[-1][0] == 4096
@@ -327,7 +328,8 @@ def test_the_sitting_of_a_killed_bench_is_recorded_from_its_runs_records(tmp_pat
   runs.record_cut_sitting(logdir, run)
   state = runs.read_state(logdir, run)
   assert "running" not in state and not state["finished"]
-  assert state["sittings"] == [{"start": start, "seconds": 95.5, "exit": None}]
+  assert state["sittings"] == [{"start": start, "seconds": 95.5, "exit": None,
+                                "machine": report.machine()}]
   assert report.wall_seconds(state) == 95.5
   runs.record_cut_sitting(logdir, run)  # nothing left to record
   assert runs.read_state(logdir, run)["sittings"] == state["sittings"]

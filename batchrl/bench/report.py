@@ -16,25 +16,18 @@ over that time.
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import os
-import platform
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from batchrl import plot
 from batchrl.bench import runs as bench_runs
+from batchrl.bench.machine import machine, versions
 from batchrl.bench.suites import Suite, references, steps_text
 from batchrl.configs import REGISTRY
-from batchrl.cpus import usable_cpus
 from batchrl.errors import UserInputError
 from batchrl.files import write_atomic
-
-PACKAGES = ("batchrl", "jax", "jaxlib", "gymnasium", "gymnax", "mujoco", "envpool", "ale-py")
-
 
 # ------------------------------------------------------------------ reading runs
 
@@ -156,7 +149,7 @@ def rows(suite: Suite, logdir, seeds: int, lanes: bool = False) -> list[dict]:
       ends = [reading_step(reports, budget) for reports in trained]
       scores = [s for s in map(at_budget, evals, ends) if s is not None]
       out.append({
-          "config": entry.config + (f" ({entry.label})" if entry.label else ""),
+          "entry": entry, "config": entry.config + (f" ({entry.label})" if entry.label else ""),
           "agent": agent, "env": first.env, "budget": budget,
           "end": budget == first.steps, "seeds": len(scores), "planned": len(evals),
           "lanes": first.lanes, "final": [f for f, _ in scores],
@@ -179,15 +172,22 @@ def significant(value: float, digits: int) -> str:
   return f"{rounded:g}" if 1e-4 <= abs(rounded) < 1e6 else f"{rounded:.{digits - 1}e}"
 
 
-def _mean_spread(values: list[float], missing: str = "pending") -> str:
+def mean_std(values: list[float], missing: str = "pending") -> str:
+  """The mean ± standard deviation of ``values``, the deviation to 2 significant digits and
+  the mean to the same decimal place (680 ± 230, 8.4 ± 2.5, 1314 ± 31); one value alone to
+  4 significant digits, and so a mean whose deviation is 0."""
   if not values:
     return missing
-  if len(values) == 1:
-    return significant(values[0], 4)
-  return f"{significant(np.mean(values), 4)} ± {significant(np.std(values), 2)}"
+  mean, std = float(np.mean(values)), float(np.std(values))
+  if len(values) == 1 or std == 0 or not np.isfinite(std):
+    return significant(mean, 4) + ("" if len(values) == 1 else " ± 0")
+  place = int(np.floor(np.log10(std))) - 1  # the decimal place of its second digit
+  decimals = max(0, -place)
+  mean, std = round(mean, -place) + 0.0, round(std, -place)  # + 0.0: no "-0"
+  return f"{mean:.{decimals}f} ± {std:.{decimals}f}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
   if seconds >= 3600:
     return f"{seconds / 3600:.1f} h"
   if seconds >= 60:
@@ -200,52 +200,16 @@ def table(rows_: list[dict]) -> str:
            "train return | wall per run | steps/s | published | command |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows_:
-    wall = _duration(float(np.mean(r["wall_s"]))) if r["wall_s"] else ""
+    wall = duration(float(np.mean(r["wall_s"]))) if r["wall_s"] else ""
     rate = f"{np.mean(r['steps_per_s']):.0f}" if r["steps_per_s"] else ""
     published = "; ".join(ref.text() for ref in r["references"]) or "-"
     command = f"`{r['command']}`" if r["end"] else ""
     together = " in one run" if r["lanes"] else ""
     lines.append(f"| {r['config']} | {r['env']} | {steps_text(r['budget'])} | "
-                 f"{r['seeds']}/{r['planned']}{together} | {_mean_spread(r['final'])} | "
-                 f"{_mean_spread(r['best'])} | {_mean_spread(r['train'], '-')} | {wall} | "
+                 f"{r['seeds']}/{r['planned']}{together} | {mean_std(r['final'])} | "
+                 f"{mean_std(r['best'])} | {mean_std(r['train'], '-')} | {wall} | "
                  f"{rate} | {published} | {command} |")
   return "\n".join(lines)
-
-
-# ------------------------------------------------------------------ machine and versions
-
-
-def machine() -> str:
-  """The CPU model and the cores this process may use, and the GPUs when any."""
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-    cpu = names[0] if names else cpu
-  except OSError:
-    pass
-  text = f"{cpu}, {usable_cpus()} cores usable"
-  return f"{text}; GPU: {gpus() or 'none'}"
-
-
-def gpus() -> str:
-  if shutil.which("nvidia-smi") is None:
-    return ""
-  try:
-    found = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-  except (OSError, subprocess.SubprocessError):
-    return ""
-  return "; ".join(line.split(" (UUID")[0] for line in found.stdout.splitlines() if line)
-
-
-def versions() -> str:
-  found = []
-  for name in PACKAGES:
-    try:
-      found.append(f"{name} {importlib.metadata.version(name)}")
-    except importlib.metadata.PackageNotFoundError:
-      continue
-  return f"Python {platform.python_version()}, " + ", ".join(found)
 
 
 # ------------------------------------------------------------------ curves

@@ -41,11 +41,13 @@ import time
 from pathlib import Path
 
 from batchrl import configs
+from batchrl.bench.machine import machine
 from batchrl.bench.suites import Entry, Suite
 from batchrl.configclass import ConfigError
 from batchrl.cpus import usable_cpu_ids
 from batchrl.files import write_atomic
 from batchrl.logging import METRICS_FILE, read_metrics
+from batchrl.train import rundir
 from batchrl.train.local import check_seeds
 
 log = logging.getLogger("batchrl")
@@ -181,11 +183,12 @@ def record_cut_sitting(logdir: Path, run: Run) -> None:
 
 def record_sitting(logdir: Path, run: Run, start: float, seconds: float,
                    code: int | None) -> dict:
-  """Appends a sitting (``code`` None: its bench was killed) and drops ``running``."""
+  """Appends a sitting (``code`` None: its bench was killed), with the machine it ran on, and
+  drops ``running``."""
   state = read_state(logdir, run)
   state.pop("running", None)
   state["sittings"].append({"start": round(start, 3), "seconds": round(seconds, 3),
-                            "exit": code})
+                            "exit": code, "machine": machine()})
   state["finished"] = code == 0
   state["command"] = run.user_command()
   write_atomic(state_path(logdir, run), json.dumps(state, indent=1))
@@ -193,7 +196,11 @@ def record_sitting(logdir: Path, run: Run, start: float, seconds: float,
 
 
 def run_dir(logdir: Path, run: Run) -> Path:
-  return logdir / "runs" / run.name
+  """Where ``batchrl train`` puts the run: ``<stamp>-<config>``, the env after it when the
+  entry's is not the config's own (``batchrl.train.rundir.run_name``)."""
+  own_env = configs.own_env(configs.get(run.entry.config))
+  return rundir.named_run_directory(logdir / "runs", run.entry.config, run.env, own_env,
+                                    run.stamp)
 
 
 def log_path(logdir: Path, run: Run) -> Path:
