@@ -84,8 +84,9 @@ AGENTS: dict[str, AgentCase] = {case.id: case for case in (
               (("action_values", 5),), learns=False),
 )}
 
-# For each trainable family with a fused (gymnax) named config: the one the smoke run
-# trains (a test checks this covers every such family and names a gymnax config of it).
+# For each trainable family with a fused (gymnax) named config: one of them (a test checks
+# this covers every such family and names a gymnax config of it; test_named_configs trains
+# every named config one iteration).
 FUSED_CONFIGS = {
     "ppo": "cartpole_fused",
     "vpg": "vpg_cartpole_fused",
@@ -99,9 +100,6 @@ FUSED_CONFIGS = {
     "td3": "td3_pendulum_fused",
     "sac": "sac_pendulum_fused",
 }
-# Overrides besides the tiny budget that keep a smoke run short without changing what it
-# exercises (DQFD still pretrains at init, on fewer steps).
-FUSED_OVERRIDES = {"dqfd": ["pretrain_steps=10"]}
 
 
 def probe_states(case: AgentCase) -> np.ndarray:

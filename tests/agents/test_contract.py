@@ -2,13 +2,12 @@
 created from a spec dict or an environment id, act and observe across an update (``observe``
 says when one ran), come back from ``save`` / ``Agent.load`` acting and going on exactly as
 before, refuse a misspelt key naming the closest valid one, refuse out-of-range values naming
-the key and the value, and, for each trainable family, train one iteration of a fused named
-config. The rows are in ``conftest.py``; one agent per row is shared by its tests."""
+the key and the value, and, for each trainable family, have a fused named config (which
+``tests/test_named_configs.py`` trains one iteration, as it does every named config). The rows
+are in ``conftest.py``; one agent per row is shared by its tests."""
 import json
 import re
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -17,12 +16,10 @@ from batchrl.agents import families
 from batchrl.configclass import ConfigError, from_dict, override
 from batchrl.envs.core import make
 from batchrl.errors import UserInputError
-from batchrl.train.local import LocalTrainer
 
 from .conftest import (
   AGENTS,
   FUSED_CONFIGS,
-  FUSED_OVERRIDES,
   NETWORK,
   STEPS,
   probe_states,
@@ -150,40 +147,3 @@ def test_a_config_field_misspelt_or_out_of_range_is_named(family):
       config_class().replace(discont=0.9)
   with pytest.raises(UserInputError, match=r"discount must be in \[0, 1\], got 2"):
     override(config_class(), ["discount=2"])
-
-
-# --------------------------------------------------------------------------- fused
-
-
-def _floats(tree) -> list[np.ndarray]:
-  """The floating-point leaves of ``tree`` as numpy arrays (PRNG keys and ints left out)."""
-  return [np.asarray(x) for x in jax.tree.leaves(tree)
-          if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-
-
-def _host(tree) -> list[np.ndarray]:
-  """Every leaf of ``tree`` as a numpy array (PRNG keys as their raw data)."""
-  return [np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-                     else x) for x in jax.tree.leaves(tree)]
-
-
-@pytest.mark.gymnax
-@pytest.mark.parametrize("family", sorted(FUSED_CONFIGS))
-def test_a_fused_named_config_trains_one_iteration(family, tmp_path):
-  """One iteration (``num_envs`` x the agent's period steps, then its update) of the
-  family's fused named config, its agent settings unchanged but for ``FUSED_OVERRIDES``."""
-  name = FUSED_CONFIGS[family]
-  exp = configs.apply_overrides(configs.get(name), [
-      "run.steps=1", "run.report_every=1", "run.eval_steps=5",
-      *FUSED_OVERRIDES.get(family, [])])
-  trainer = LocalTrainer(exp, tmp_path / name)
-  try:
-    before = _host(trainer.sim.agent_state)
-    metrics = trainer.train_phase(1)
-    after = _host(trainer.sim.agent_state)
-    assert metrics["steps_per_second"] > 0 and "episodes" in metrics, metrics
-    assert not any(np.isinf(x).any() for x in _floats(metrics)), metrics
-    assert all(np.isfinite(x).all() for x in _floats(trainer.sim.agent_state))
-    assert any(not np.array_equal(x, y) for x, y in zip(before, after))
-  finally:
-    trainer.close()
