@@ -17,7 +17,7 @@
                  [--no-tensorboard]
     batchrl plot RUN... [--x steps|time] [--metric mean_score] [--out plot.png]
     batchrl bench --suite NAME --logdir DIR [--jobs K] [--seeds S] [--lanes] [--only ITEMS]
-                  [--report FILE.md] [--report-only] | --list
+                  [--report FILE.md] [--report-only] | --list | --write-docs
     batchrl run ENV_ID -a agent.json [-n network.json] [--episodes N] [--timesteps N]
                 [--max-episode-timesteps N] [--seed S] [--num-parallel N] [--save DIR]
                 [--load DIR] [--deterministic] [--log-every N] [--no-progress]
@@ -264,12 +264,19 @@ def _add_bench_parser(sub) -> None:
   bench.add_argument("--report-only", action="store_true", help="write --report from the "
                      "runs that exist, training nothing")
   bench.add_argument("--list", action="store_true", help="list the suites")
+  bench.add_argument("--write-docs", action="store_true", help="rewrite the results tables "
+                     "of docs/benchmarks.md, and their curves, from benchmarks/records/ (in "
+                     "a clone of the repository)")
 
 
 def main(argv: list[str] | None = None) -> int:
   args = _parser().parse_args(argv)
   if args.command in ("visualize", "export", "plot"):
     _take_run(args)
+  if os.getcwd() not in sys.path and "" not in sys.path:
+    # a `module:EnvId` env in the working directory imports as under `python -m batchrl`
+    # (a console script leaves it off sys.path); appended, it shadows no installed module
+    sys.path.append(os.getcwd())
   from batchrl.logging import setup_console_logging
   setup_console_logging()
   from batchrl.checkpoint import CheckpointError
@@ -311,11 +318,11 @@ def _train(args) -> int:
   from batchrl.train import build, interrupt, local, loop, rundir, track
 
   compilation_cache.enable_from_environment()
-  exp = configs.load(args.config)
+  named = configs.load(args.config)
   ray = _ray_options(args)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   overrides += ray.overrides() if ray else []
-  exp = configs.apply_overrides(exp, overrides)
+  exp = configs.apply_overrides(named, overrides)
   if args.track or exp.run.track:  # the optional extra, before anything runs
     track.require_wandb()
   local.check_seeds(exp, args.seeds)
@@ -323,8 +330,9 @@ def _train(args) -> int:
     from batchrl import distributed
     distributed.preflight(exp, ray, args.seeds)
   build.check_env(exp.run, exp)  # the env, its preprocessing and the agent's networks
-  run_dir = rundir.run_directory(args.logdir, exp.name, args.timestamp)
-  resume = _resume_command(args, timestamp=run_dir.name[:-len(exp.name) - 1])
+  run_dir = rundir.named_run_directory(args.logdir, exp.name, exp.run.env,
+                                       configs.own_env(named), args.timestamp)
+  resume = _resume_command(args, timestamp=args.timestamp or run_dir.name.partition("-")[0])
   existed = run_dir.exists()
   exp, resumed = rundir.prepare_run(run_dir, exp, overrides if args.timestamp else [])
   ctrl_c = interrupt.CtrlC("stopping after the update under way (in a fused run, the "
@@ -502,9 +510,13 @@ def _search(args, tune, stop):
 
 
 def _bench(args) -> int:
-  from batchrl.bench import report, runs, suites
+  from batchrl.bench import docs, report, runs, suites
   if args.list:
     print(suites.table())
+    return 0
+  if args.write_docs:
+    changed = docs.write()
+    print(f"Wrote {docs.PAGE}: {', '.join(changed) or 'no table'} changed")
     return 0
   if not args.suite or not args.logdir:
     raise UserInputError("give --suite NAME and --logdir DIR (the suites: batchrl bench "

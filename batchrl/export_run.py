@@ -85,7 +85,8 @@ def _fold_env_maps(policy: Policy, run: RunConfig) -> Policy:
   stateless wrappers around it, innermost observation map first, outermost action map
   first (as a step passes through the stack)."""
   try:
-    env = make_host_env(run.env, run.max_length, run.normalize_ranges)
+    env = make_host_env(run.env, run.max_length, run.normalize_ranges,
+                        env_kwargs=run.make_kwargs())
   except UserInputError as error:  # an EnvPool task Gymnasium lacks: its maps are unknown
     log.warning("The exported policy takes observations and returns actions as the model "
                 "sees them (the env's range maps not folded in: %s).", error)

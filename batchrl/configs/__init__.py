@@ -17,8 +17,11 @@ from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, pqn, va
 from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides, fit_schedules
 from batchrl.errors import UserInputError
 
-__all__ = ["BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides", "fit_schedules",
-           "get", "load", "names"]
+__all__ = ["ANY_ENV", "BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides",
+           "fit_schedules", "get", "load", "names", "own_env"]
+
+# configs meant for any env of a kind: their runs are always named for their env
+ANY_ENV = ("ppo_discrete", "sac_continuous")
 
 REGISTRY = Registry("config")
 for _module in (ppo, pg, a2c, value_based, pqn, naf_dqfd, actor_critic, atari):
@@ -30,6 +33,12 @@ def get(name: str) -> Experiment:
   """The named experiment config, its schedules fitted to its budget (``fit_schedules``);
   an unknown name is an error naming the closest ones."""
   return fit_schedules(REGISTRY.get(name))
+
+
+def own_env(exp: Experiment) -> str | None:
+  """The env a named config (or config file) is made for; None for the ``ANY_ENV`` configs,
+  meant for whichever env ``--set env=`` gives (``batchrl.train.rundir.run_name``)."""
+  return None if exp.name in ANY_ENV else exp.run.env
 
 
 def names() -> list[str]:

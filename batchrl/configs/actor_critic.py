@@ -187,7 +187,8 @@ def sac_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   6802; Hopper-v5 greedy 1765 (best 3243), training return 2497; 110-133 steps/s while
   learning, about 150 on 2 idle cores (6.8 ms per step, ``benchmarks/sac_step.py``), so 1M
   steps take about 2 h there. A checkpoint holds the 1M memory in its newest copy only
-  (162 MB on HalfCheetah), the older ones the networks (3.4 MB). Side by side with sbx at
+  (162 MB on HalfCheetah once full; a memory not yet full is stored up to its last entry,
+  6.8 MB at 20k steps), the older ones the networks (3.4 MB). Side by side with sbx at
   100k steps (greedy best, docs/benchmarks.md), mean of seeds 0-2: HalfCheetah-v5 4363
   against 4101, Hopper-v5 1225 against 563, Walker2d-v5 945 against 661, Ant-v5 877 against
   656."""
@@ -218,6 +219,22 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
+def sac_continuous() -> Experiment:
+  """SAC for any continuous-action task (``--set env=LunarLanderContinuous-v3``, or your
+  own ``--set env=my_pkg.envs:Reach-v0``): the published values of ``sac_mujoco``
+  (``batchrl.agents.sac.presets.mujoco_sac``: 2x256 MLPs, Adam 3e-4, batch 256) on 4 envs
+  stepped in this process, one gradient step per environment step from step 5000 on;
+  300k steps.
+
+  Nothing in it is tied to an env: the episode limit is the env's own (``max_length``
+  None: its TimeLimit, ``spec.max_episode_steps``), an evaluation lasts that long
+  (``eval_steps`` None), and bounded observations and actions are mapped to [-1, 1]."""
+  run = RunConfig(env="Pendulum-v1", backend="gymnasium", num_envs=4, num_workers=0,
+                  steps=300_000, report_every=5_000, eval_every=25_000,
+                  checkpoint_every=100_000)
+  return Experiment("sac_continuous", run, mujoco_sac(**_PER_STEP), agent="sac")
+
+
 NAMED = {
     "ddpg_pendulum": (ddpg_pendulum, "Pendulum-v1 (gymnasium), DDPG (20k steps)"),
     "td3_pendulum": (td3_pendulum, "Pendulum-v1 (gymnasium), TD3 (20k steps)"),
@@ -228,6 +245,9 @@ NAMED = {
     "sac_cartpole": (sac_cartpole, "CartPole-v1 (gymnasium), discrete SAC (50k steps)"),
     "sac_cartpole_fused": (sac_cartpole_fused, "CartPole-v1 in gymnax, discrete SAC (50k "
                            "steps)"),
+    "sac_continuous": (sac_continuous, "SAC for any continuous-action task: --set env=ID "
+                       "(or module:ID); episode limit and eval length from the env's "
+                       "TimeLimit (300k steps)"),
     "sac_mujoco": (sac_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), SAC with the "
                    "published values (1M steps)"),
     "td3_mujoco": (td3_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TD3 with the "

@@ -94,6 +94,23 @@ def ppo_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
           normalize_rewards=True))
 
 
+def ppo_discrete() -> Experiment:
+  """PPO for any discrete-action task (``--set env=LunarLander-v3``, or your own
+  ``--set env=my_pkg.envs:Reach-v0``), with CleanRL's ``ppo.py`` values for classic control:
+  4 envs stepped in this process, rollouts of 128 steps, 4 epochs of 4 minibatches, Adam
+  2.5e-4 annealed to 0 over the budget, 64x64 tanh networks, clipped objective, GAE 0.95,
+  entropy 0.01; 500k steps.
+
+  Nothing in it is tied to an env: the episode limit is the env's own (``max_length``
+  None: its TimeLimit, ``spec.max_episode_steps``), an evaluation lasts that long
+  (``eval_steps`` None), bounded observations are mapped to [-1, 1], and the rollout does not
+  depend on the episode length (episodes cut by the rollout are bootstrapped)."""
+  return Experiment("ppo_discrete", RunConfig(
+      env="CartPole-v1", num_envs=4, num_workers=0, steps=500_000, report_every=20_000,
+      eval_every=50_000, checkpoint_every=100_000), dataclasses.replace(
+          cartpole_fused(), rollout_length=128, batch_size=128, learning_rate=2.5e-4))
+
+
 def _mujoco_factory(name: str, env: str, steps: int, ppo: dict):
   return lambda: _mujoco(name, env, steps, **dict(ppo))
 
@@ -117,6 +134,9 @@ NAMED = {
                        "CartPole-v1 in gymnax: training is one compiled program"),
     "pendulum_fused": (pendulum_fused_config,
                        "Pendulum-v1 in gymnax: training is one compiled program"),
+    "ppo_discrete": (ppo_discrete, "PPO for any discrete-action task: --set env=ID (or "
+                     "module:ID); episode limit and eval length from the env's TimeLimit "
+                     "(500k steps)"),
     "ppo_mujoco": (ppo_mujoco, "PPO with the values published implementations share, for "
                    "any MuJoCo task: --set env=Hopper-v5 (1M steps)"),
     **{name: (_mujoco_factory(name, env, steps, ppo),

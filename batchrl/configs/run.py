@@ -10,6 +10,7 @@ prefixed (``run.seed`` / ``agent.discount``); ``run.``, ``agent.`` and the agent
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any, Iterable
 
@@ -26,6 +27,10 @@ class RunConfig:
 
   env: str = param("Pendulum-v1", "Environment id (a Gymnasium id, or a gymnax id for the "
                    "'gymnax' backend).")
+  env_kwargs: str | None = param(
+      None, "gymnasium backend: keyword arguments of the env's constructor (gymnasium.make's "
+      "kwargs), as JSON text of an object, e.g. {\"goal\": 5}; --set env_kwargs.NAME=VALUE "
+      "sets one of them. None = none.")
   backend: str = param("gymnasium", "'gymnax': JAX-native envs, the whole training loop is "
                        "one compiled program; 'gymnasium': host envs in worker processes "
                        "(BatchEnv) stepped from the compiled loop through io_callback; "
@@ -107,9 +112,28 @@ class RunConfig:
       report = min(report, total // self.min_reports)
     return max(1, report)
 
+  def make_kwargs(self) -> dict[str, Any]:
+    """``env_kwargs`` as a dict (``{}`` for None); text that is not a JSON object is a
+    ``ConfigError``."""
+    if self.env_kwargs is None:
+      return {}
+    try:
+      values = json.loads(self.env_kwargs)
+    except json.JSONDecodeError as e:
+      values = e
+    if not isinstance(values, dict):
+      raise ConfigError(f"run.env_kwargs must be JSON text of an object, e.g. {{\"goal\": 5}}"
+                        f", got {self.env_kwargs!r}; or set one with --set env_kwargs.NAME=VALUE.")
+    return values
+
   def __post_init__(self):
     if self.backend not in BACKENDS:
       raise ConfigError(f"run.backend must be one of {BACKENDS}, got {self.backend!r}.")
+    if self.env_kwargs is not None:
+      self.make_kwargs()  # valid JSON of an object
+      if self.backend != "gymnasium":
+        raise ConfigError(f"run.env_kwargs are gymnasium.make's keyword arguments: they need "
+                          f"run.backend='gymnasium', not {self.backend!r}.")
     if self.atari and self.backend == "gymnax":
       raise ConfigError("run.atari wraps host ALE envs and needs run.backend='gymnasium' "
                         "(or 'envpool').")
@@ -169,12 +193,15 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
   run_keys = {f.name for f in dataclasses.fields(RunConfig)}
   agent_keys = {f.name for f in dataclasses.fields(exp.config)}
   sections = ("run", "agent", exp.agent)
-  run_items, agent_items = [], []
+  run_items, agent_items, kwarg_items = [], [], []
   for item in items:
     key, sep, value = item.partition("=")
     if not sep:
       raise ConfigError(f"override {item!r} must look like key=value.")
     key = key.strip()
+    if key.removeprefix("run.").startswith("env_kwargs."):
+      kwarg_items.append((key.removeprefix("run.")[len("env_kwargs."):], value))
+      continue
     section, _, field = key.rpartition(".")
     if section in sections:
       (run_items if section == "run" else agent_items).append(f"{field}={value}")
@@ -190,7 +217,7 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
       agent_items.append(f"{field}={value}")
     else:
       raise ConfigError(_unknown_key(field, run_keys, agent_keys, exp))
-  run = override(exp.run, _keep_report_period(run_items))
+  run = _with_env_kwargs(override(exp.run, _keep_report_period(run_items)), kwarg_items)
   config = override(exp.config, agent_items)
   changed = dataclasses.replace(exp, run=run, config=config)
   if _iterations(exp.run, exp.config) != _iterations(run, config):
@@ -199,6 +226,22 @@ def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
     changed = dataclasses.replace(
         changed, config=override(fit_schedules(changed).config, agent_items))
   return changed
+
+
+def _with_env_kwargs(run: RunConfig, items: list[tuple[str, str]]) -> RunConfig:
+  """``run`` with ``--set env_kwargs.NAME=VALUE`` items added to its ``env_kwargs``; a
+  value is read as JSON (``5``, ``1e-3``, ``true``, ``[1, 2]``, ``"text"``), else as text."""
+  if not items:
+    return run
+  values = run.make_kwargs()
+  for name, text in items:
+    if not name.isidentifier():
+      raise ConfigError(f"env_kwargs.{name}: {name!r} is not a keyword argument name.")
+    try:
+      values[name] = json.loads(text)
+    except json.JSONDecodeError:
+      values[name] = text.strip()
+  return run.replace(env_kwargs=json.dumps(values))
 
 
 def _keep_report_period(run_items: list[str]) -> list[str]:

@@ -17,13 +17,15 @@ Gymnasium env with the same error for unknown ids (used by worker processes).
 from __future__ import annotations
 
 import abc
+import importlib
+import inspect
 from typing import Any
 
 import gymnasium as gym
 
 from batchrl.envs import ale
 from batchrl.envs.mujoco_warnings import known_warnings_dropped
-from batchrl.errors import UserInputError, close_matches, missing_extra
+from batchrl.errors import UserInputError, close_matches, did_you_mean, missing_extra
 from batchrl.specs import from_space, to_space, validate_spec
 
 _UNKNOWN_ID_ERRORS = (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv)
@@ -200,16 +202,24 @@ def _resolve_env(env_or_id: gym.Env | str, make_kwargs: dict) -> gym.Env:
 
 
 def make_gym(env_id: str, **kwargs) -> gym.Env:
-  """``gymnasium.make(env_id, **kwargs)``; an unknown id raises ``ValueError`` naming the
-  closest registered ids."""
+  """``gymnasium.make(env_id, **kwargs)``, ``env_id`` a registered id or Gymnasium's
+  ``module:EnvId`` (the module is imported first: it registers the env). A module that
+  cannot be imported, an unknown id (naming the closest registered ids) or a keyword the
+  env does not take raises ``UserInputError``."""
   if not isinstance(env_id, str):
     raise TypeError(f"env_id must be a string such as 'CartPole-v1', got {env_id!r}")
+  import_env_module(env_id)
   ale.ensure_registered(env_id)  # Atari ids need ale-py's registration (batchrl[atari])
   try:
     with known_warnings_dropped(env_id):  # MuJoCo 4 on Gymnasium's own models
       return gym.make(env_id, **kwargs)
   except _UNKNOWN_ID_ERRORS as error:
     raise UserInputError(_unknown_id_message(env_id, error)) from error
+  except TypeError as error:
+    unknown = _unknown_keyword(error, kwargs)
+    if unknown is None:
+      raise
+    raise UserInputError(_unknown_keyword_message(env_id, unknown)) from error
   except gym.error.DependencyNotInstalled as error:
     raise _missing_dependency(env_id, error) from error
   except (RuntimeError, OSError) as error:
@@ -217,6 +227,61 @@ def make_gym(env_id: str, **kwargs) -> gym.Env:
     if rom is None:
       raise
     raise rom from error
+
+
+def import_env_module(env_id: str) -> None:
+  """Imports the module of a Gymnasium ``module:EnvId`` id, as ``gymnasium.make`` does (the
+  import registers the env), so that a module that cannot be imported is a one-line
+  ``UserInputError`` rather than Gymnasium's traceback; plain ids need nothing."""
+  module, sep, _ = env_id.partition(":")
+  if not sep:
+    return
+  try:
+    importlib.import_module(module)
+  except ModuleNotFoundError as error:
+    if error.name is not None and f"{module}.".startswith(f"{error.name}."):
+      raise UserInputError(
+          f"environment {env_id!r}: no module named {error.name!r} (the part before ':' is "
+          f"a module to import, which registers the env: put it on PYTHONPATH or in the "
+          f"working directory, or install its package)") from None
+    raise UserInputError(f"environment {env_id!r}: importing {module!r} failed: {error}") \
+        from error
+
+
+def _module_ids(module: str) -> list[str]:
+  """The registered ids whose entry point is in ``module`` (or below it)."""
+  ids = []
+  for env_id, spec in gym.registry.items():
+    entry = spec.entry_point
+    where = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    if where == module or str(where).startswith(f"{module}."):
+      ids.append(env_id)
+  return ids
+
+
+def _unknown_keyword(error: TypeError, kwargs: dict) -> str | None:
+  """The keyword argument ``error`` (raised by ``gymnasium.make``) says the env's
+  constructor does not take, when it is one of ``kwargs``; else None (a bug of the env)."""
+  text = str(error)
+  if "unexpected keyword argument" not in text:
+    return None
+  return next((key for key in kwargs if f"argument '{key}'" in text), None)
+
+
+def _unknown_keyword_message(env_id: str, key: str) -> str:
+  """What a keyword argument the env does not take is, and the ones it does."""
+  spec = gym.registry.get(env_id.rpartition(":")[2])
+  try:
+    entry = spec.entry_point
+    creator = entry if callable(entry) else gym.envs.registration.load_env_creator(entry)
+    names = [name for name, p in inspect.signature(creator).parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and name not in ("self", "render_mode")]
+  except (AttributeError, TypeError, ValueError, ImportError):
+    names = []
+  takes = f"; it takes: {', '.join(names)}" if names else ""
+  return (f"environment {env_id!r} takes no keyword argument {key!r} (run.env_kwargs)"
+          f"{did_you_mean(key, names)}{takes}")
 
 
 def _missing_dependency(env_id: str, error: Exception) -> UserInputError:
@@ -229,6 +294,13 @@ def _missing_dependency(env_id: str, error: Exception) -> UserInputError:
 
 
 def _unknown_id_message(env_id: str, error: Exception) -> str:
+  module, sep, name = env_id.rpartition(":")
+  if sep:  # the module was imported: it does not register this id
+    ids = _module_ids(module)
+    hint = (f"it registers {', '.join(map(repr, ids))}" if ids else
+            f"closest registered ids: {', '.join(map(repr, close_matches(name, gym.registry)))}"
+            if close_matches(name, gym.registry) else "no registered id is close")
+    return f"unknown environment id {env_id!r}: module {module!r} registers no {name!r}; {hint}"
   registered = sorted(gym.registry)
   close = close_matches(env_id, registered, n=3)
   hint = (f"closest registered ids: {', '.join(map(repr, close))}" if close

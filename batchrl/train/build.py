@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 
 import jax
 
@@ -15,22 +16,27 @@ from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
 from batchrl.envs.atari import atari_env
 from batchrl.envs.batch import BatchEnv
+from batchrl.envs.checker import EnvCheckError
+from batchrl.envs.checker import check_env as check_gym_env
 from batchrl.envs.core import make_gym
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import make_vec
 from batchrl.envs.pool import PoolEnv, make_pool
 from batchrl.envs.preprocessed import PreprocessedEnv, build_env_stack, parse_spec, processed_space
 from batchrl.envs.wrappers import batch_ppo_stack
+from batchrl.errors import UserInputError
 from batchrl.specs import EnvSpec
 
 
 def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
-                  render_mode: str | None = None, atari: bool = False):
+                  render_mode: str | None = None, atari: bool = False,
+                  env_kwargs: dict | None = None):
   """One Gymnasium env with the Batch PPO wrapper stack, or with the Atari wrappers
-  (``batchrl.envs.atari``) when ``atari`` (module level: picklable by spawn)."""
+  (``batchrl.envs.atari``) when ``atari`` (module level: picklable by spawn).
+  ``env_kwargs``: keyword arguments of ``gymnasium.make`` (``RunConfig.make_kwargs()``)."""
   if atari:
     return atari_env(env_id, max_length, render_mode)
-  kwargs = {} if render_mode is None else {"render_mode": render_mode}
+  kwargs = dict(env_kwargs or {}, **({} if render_mode is None else {"render_mode": render_mode}))
   return batch_ppo_stack(make_gym(env_id, **kwargs), max_length, normalize_ranges)
 
 
@@ -48,7 +54,7 @@ def build_env(run: RunConfig, restart=None, lanes: int | None = None):
   if run.backend == "envpool":
     return preprocess(pool_env(run), run)
   constructor = functools.partial(make_host_env, run.env, run.max_length, run.normalize_ranges,
-                                  atari=run.atari)
+                                  atari=run.atari, env_kwargs=run.make_kwargs())
   total = run.num_envs * (lanes or 1)
   workers = min(run.num_workers, total)
   # infos=False: the in-graph env reads only final observations from them
@@ -93,7 +99,8 @@ def agent_spaces(run: RunConfig) -> tuple:
   if run.backend in ("gymnax", "envpool"):
     env = build_env(dataclasses.replace(run, num_envs=1))
     return env.single_observation_space, env.single_action_space
-  env = make_host_env(run.env, run.max_length, run.normalize_ranges, atari=run.atari)
+  env = make_host_env(run.env, run.max_length, run.normalize_ranges, atari=run.atari,
+                      env_kwargs=run.make_kwargs())
   try:
     if run.atari or run.preprocessing is not None:
       stack = build_env_stack(parse_spec(run.preprocessing), env.observation_space)
@@ -106,10 +113,28 @@ def agent_spaces(run: RunConfig) -> tuple:
 def check_env(run: RunConfig, exp: Experiment | None = None) -> None:
   """Builds one environment of the run here, before any run directory or worker process
   exists, so a wrong id, a missing extra or a bad ``run.preprocessing`` is a one-line
-  ``UserInputError``; with ``exp``, also that its agent fits the run (``check_agent``)."""
+  ``UserInputError``; with ``exp``, also that its agent fits the run (``check_agent``).
+  A user's own env (a ``module:EnvId`` id) passes ``batchrl.envs.check_env`` first."""
+  if run.backend == "gymnasium" and ":" in run.env:
+    check_user_env(run)
   spaces = agent_spaces(run)
   if exp is not None:
     check_agent(exp, spaces, run.num_envs)
+
+
+def check_user_env(run: RunConfig) -> None:
+  """``batchrl.envs.check_env`` on one env of the run as its constructor makes it (before
+  the wrappers): its problems, each with what to fix, are a ``UserInputError``."""
+  env = make_gym(run.env, **run.make_kwargs())
+  try:
+    with warnings.catch_warnings():  # Gymnasium's checker warns of what this one reports
+      warnings.simplefilter("ignore")
+      check_gym_env(env, seed=run.seed)
+  except EnvCheckError as e:
+    raise UserInputError(f"{e}\n(run.env {run.env!r}: fix the env, then train again)") \
+        from None
+  finally:
+    env.close()
 
 
 def check_agent(exp: Experiment, spaces: tuple, num_envs: int) -> None:

@@ -33,6 +33,30 @@ def run_directory(logdir, name: str, timestamp: str | None) -> Path:
   return Path(logdir) / f"{stamp}-{name}"
 
 
+def run_name(config: str, env: str, own_env: str | None) -> str:
+  """What a run directory is named for: the config, then the env when it is not the
+  config's own (``--set env=...``; ``own_env`` None: a config meant for any env), so that
+  ``cartpole`` trained on LunarLander is ``cartpole-LunarLander-v3``. A ``module:EnvId``
+  id is named by ``EnvId``, a ``/`` becomes ``-``."""
+  if env == own_env:
+    return config
+  return f"{config}-{env.rpartition(':')[2].replace('/', '-')}"
+
+
+def named_run_directory(logdir, config: str, env: str, own_env: str | None,
+                        timestamp: str | None) -> Path:
+  """``run_directory`` named by ``run_name``; with a ``timestamp``, a run an earlier
+  release made under the config's name alone (``<T>-<config>``, whatever its env) is found
+  there, so that its command resumes it."""
+  run_dir = run_directory(logdir, run_name(config, env, own_env), timestamp)
+  legacy = run_directory(logdir, config, timestamp)
+  if timestamp and not run_dir.exists() and (legacy / CONFIG_FILE).is_file():
+    saved = yaml.safe_load((legacy / CONFIG_FILE).read_text())
+    if isinstance(saved, dict) and (saved.get("run") or {}).get("env") == env:
+      return legacy
+  return run_dir
+
+
 def prepare_run(run_dir: Path, exp: Experiment, overrides: list[str]) -> tuple[Experiment, bool]:
   """Writes the config of a new run, or loads the one of an existing run (resume).
 
