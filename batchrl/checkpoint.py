@@ -9,6 +9,14 @@ Layout of ``directory``::
       manifest.json        format, versions, step, config, counters, leaf table, SHA-256 of
                            files; ``dropped``: the leaves a later checkpoint removed
 
+A leaf of 4 KiB or more is stored as its filled part (``stored_shape`` and ``fill`` in its
+leaf entry): the smallest block ``[:a, :b]`` of its first two axes outside of which every
+element has the bits of its last element. A replay memory of 1M transitions of which 20k
+are written (rows past them zeros, its sum tree's empty leaves 0 and inf) is stored as
+those 20k (and the tree's inner nodes); a full one, whole. ``restore`` puts the rest back,
+bit for bit (one axis: a memory; two: memories of seeds stacked by ``vmap``). Checkpoints
+that stored every leaf whole load as before.
+
 A checkpoint is written into a hidden temporary directory, fsync-ed, and renamed into place,
 so a crash leaves either the whole checkpoint or a temporary directory that is ignored and
 removed by the next ``save``. ``restore`` verifies the manifest and every file; if the
@@ -53,7 +61,10 @@ from flax import serialization
 from batchrl.files import fsync_dir, write_atomic
 
 FORMAT = "batchrl-checkpoint"
-FORMAT_VERSION = 2  # 2: newest_only / dropped leaves; written only by checkpoints that have them
+FORMAT_VERSION = 3  # 2: newest_only / dropped leaves; 3: leaves stored in part (stored_shape);
+# each written only by checkpoints that have them, so older readers refuse only what they lack
+_PART_MIN_BYTES = 1 << 12  # smaller leaves are stored whole: not worth a scan
+_SCAN_BYTES = 1 << 26  # a leaf is compared with its last element this much at a time
 STATE_FILE = "state.msgpack"
 NEWEST_ONLY_FILE = "newest-only.msgpack"
 MANIFEST_FILE = "manifest.json"
@@ -162,8 +173,67 @@ def _flatten_state(state) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
     if name in arrays:
       raise CheckpointError(f"two leaves of the state are both named {name}; "
                             "use distinct dict keys")
-    arrays[name], table[name] = _leaf_to_numpy(name, leaf)
+    data, info = _leaf_to_numpy(name, leaf)
+    arrays[name], table[name] = _filled_part(data, info)
   return arrays, table
+
+
+def _bits(data: np.ndarray) -> np.ndarray:
+  """``data``'s elements as unsigned ints of the same width, so that comparing them compares
+  bits (NaN equals itself, -0.0 differs from 0.0); other widths as ``[..., itemsize]`` bytes."""
+  data = np.ascontiguousarray(data)
+  if data.dtype.itemsize in (1, 2, 4, 8):
+    return data.view(f"u{data.dtype.itemsize}")
+  return data.view(np.uint8).reshape(data.shape + (data.dtype.itemsize,))
+
+
+def _filled_part(data: np.ndarray, info: dict) -> tuple[np.ndarray, dict]:
+  """``data`` cut to the block of its first two axes holding every element that differs
+  from its last one (module docstring), and its entry saying so; small leaves, and leaves
+  with nothing to cut, as they are."""
+  if data.nbytes < _PART_MIN_BYTES or data.ndim == 0:
+    return data, info
+  differs = _differs(_bits(data), data.ndim)
+  if differs.ndim == 1:
+    block = (_extent(differs),)
+  else:
+    block = (_extent(differs.any(axis=1)), _extent(differs.any(axis=0)))
+  if block == differs.shape:
+    return data, info
+  part = data[tuple(slice(n) for n in block)]
+  fill = data.reshape(-1)[-1:].tobytes().hex()
+  return part, {**info, "stored_shape": list(part.shape), "fill": fill}
+
+
+def _differs(bits: np.ndarray, ndim: int) -> np.ndarray:
+  """``bool[a]`` (or ``[a, b]``): whether row ``i`` (or block ``i, j``) of the first axes
+  holds an element whose bits differ from the last element's. In slices of about
+  ``_SCAN_BYTES``, so that a memory of many GB needs no copy of its size."""
+  fill = bits.reshape((-1,) + bits.shape[ndim:])[-1]
+  axes = min(ndim, 2)
+  step = max(1, _SCAN_BYTES // max(1, bits[0].nbytes))
+  chunks = (bits[i:i + step] != fill for i in range(0, bits.shape[0], step))
+  return np.concatenate([c.reshape(c.shape[:axes] + (-1,)).any(axis=-1) for c in chunks])
+
+
+def _extent(mask: np.ndarray) -> int:
+  """One past the last True of ``mask``, 0 when none."""
+  found = np.flatnonzero(mask)
+  return int(found[-1]) + 1 if found.size else 0
+
+
+def _whole(name: str, data: np.ndarray, info: dict) -> np.ndarray:
+  """The whole leaf from its stored part (``_filled_part``): the rest is ``fill``."""
+  shape, stored = tuple(info["shape"]), tuple(info["stored_shape"])
+  fill = np.frombuffer(bytes.fromhex(info["fill"]), data.dtype)
+  if (data.shape != stored or len(stored) != len(shape) or stored[2:] != shape[2:]
+      or any(s > n for s, n in zip(stored, shape)) or fill.size != 1):
+    raise _Unusable(f"{name}: stored part of shape {data.shape} (fill {info['fill']!r}) does "
+                    f"not fit its manifest entry: part {stored} of {shape}")
+  whole = np.empty(shape, data.dtype)
+  whole[...] = fill  # a copy of the element's bits, not a conversion of its value
+  whole[tuple(slice(n) for n in stored)] = data
+  return whole
 
 
 def _expected(leaf) -> tuple[tuple, np.dtype]:
@@ -310,7 +380,7 @@ def _make_manifest(step: int, config, counters, table: dict, files: dict,
                    newest_only: list[str]) -> dict:
   now = time.time()
   body = {
-      "format": FORMAT, "format_version": FORMAT_VERSION if newest_only else 1, "step": step,
+      "format": FORMAT, "format_version": _format_version(table, newest_only), "step": step,
       "created": datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
       "created_unix": now, "versions": _versions(),
       "config_class": (f"{type(config).__module__}.{type(config).__qualname__}"
@@ -319,6 +389,13 @@ def _make_manifest(step: int, config, counters, table: dict, files: dict,
       "leaves": table, "files": files, **({"newest_only": newest_only} if newest_only else {}),
   }
   return {**body, "checksum": _checksum(body)}
+
+
+def _format_version(table: dict, newest_only: list[str]) -> int:
+  """The lowest version that reads this checkpoint, so older batchrl reads what it can."""
+  if any("stored_shape" in info for info in table.values()):
+    return 3
+  return 2 if newest_only else 1
 
 
 def _read_manifest(path: Path, step: int) -> dict:
@@ -375,7 +452,21 @@ def _load_verified(ckpt: CheckpointInfo) -> tuple[dict, dict]:
   for name in (STATE_FILE, NEWEST_ONLY_FILE):
     if name in contents:
       arrays.update(_decoded(name, contents.pop(name)))
-  return arrays, manifest
+  return _wholes(arrays, manifest.get("leaves")), manifest
+
+
+def _wholes(arrays: dict, table) -> dict:
+  """``arrays`` with every leaf stored in part (``stored_shape``) made whole."""
+  table = table if isinstance(table, dict) else {}
+  for name, data in arrays.items():
+    info = table.get(name)
+    if isinstance(info, dict) and "stored_shape" in info and isinstance(data, np.ndarray):
+      try:
+        arrays[name] = _whole(name, data, info)
+      except (KeyError, TypeError, ValueError) as e:
+        raise _Unusable(f"{MANIFEST_FILE}: the entry of {name}, stored in part, is "
+                        f"malformed: {e!r}") from e
+  return arrays
 
 
 def _decoded(name: str, data: bytes) -> dict:

@@ -5,6 +5,10 @@ given), plays ``num_episodes`` evaluation episodes in Gymnasium environments ren
 offscreen (``rgb_array``; MuJoCo through EGL), and writes ``episode-NNN.mp4`` per episode
 and ``episodes.json``. Without a checkpoint it refuses, unless ``allow_untrained``: the
 original silently filmed an untrained policy.
+
+Filming can be slow (MuJoCo rendered on a CPU: tenths of a second a frame, minutes for a
+1000-step episode), so it says what renders the frames as it starts, and logs its
+progress: the frame reached every ``PROGRESS_EVERY_S`` seconds, and each episode's end.
 """
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import re
 import subprocess
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ from batchrl.experiment import (
 )
 
 _CKPT_NAME = re.compile(r"ckpt-(\d+)$")
+PROGRESS_EVERY_S = 10.0  # seconds between two progress lines while filming
 log = logging.getLogger("batchrl")
 
 
@@ -138,7 +145,7 @@ def render_env(exp: Experiment):
       raise ConfigError(f"cannot render gymnax env {run.env!r}: no Gymnasium env of the same "
                         f"id to film ({e}).") from None
   return make_host_env(run.env, run.max_length, run.normalize_ranges, "rgb_array",
-                       atari=run.atari)
+                       atari=run.atari, env_kwargs=run.make_kwargs())
 
 
 class Observer:
@@ -175,29 +182,148 @@ class Observer:
     return float(obs[SCORE_REWARD]), bool(obs[GAME_OVER])
 
 
-def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
-  """Plays one episode in each of ``num_episodes`` envs with the policy's mode.
+class FrameProgress:
+  """Progress lines while episodes are filmed side by side: the frame reached (the first
+  at once, then every ``every_s`` seconds, with the time a frame has taken since the first,
+  which also compiled the policy, and the most time left) and each episode's end."""
 
-  The agent acts for the batch size it was built for; recorded envs fill it cyclically.
+  def __init__(self, num_episodes: int, max_frames: int | None,
+               every_s: float = PROGRESS_EVERY_S, clock=time.monotonic):
+    self.num_episodes, self.max_frames, self.every_s = num_episodes, max_frames, every_s
+    self._clock = clock
+    self._first = self._last = None  # (time, frame) of the first line; time of the last
+    self.done = 0  # episodes ended
+
+  def begin(self) -> None:
+    """Episodes start (the next ones, after those of a full batch): the next frame line
+    comes at once, and times frames from there."""
+    self._first = None
+
+  def frame(self, frame: int, running: int) -> None:
+    """``frame`` frames of the longest episode are filmed; ``running`` episodes go on."""
+    now = self._clock()
+    if self._first is not None and now - self._last < self.every_s:
+      return
+    total = f"/{self.max_frames}" if self.max_frames else ""
+    line = (f"Filming: frame {frame}{total}, {running} running, {self.done} of "
+            f"{self.num_episodes} episodes done")
+    if self._first is None:
+      self._first = (now, frame)
+    elif frame > self._first[1]:
+      per_frame = (now - self._first[0]) / (frame - self._first[1])
+      line += f", {per_frame:.3f} s a frame"
+      if self.max_frames and frame < self.max_frames:
+        line += f", at most {_duration(per_frame * (self.max_frames - frame))} left"
+    log.info(line)
+    self._last = now
+
+  def episode_done(self, length: int, score: float) -> None:
+    """An episode ended after ``length`` frames with return ``score``."""
+    self.done += 1
+    log.info("Filming: episode %d/%d ended after %d frames, return %.2f", self.done,
+             self.num_episodes, length, score)
+
+
+def _duration(seconds: float) -> str:
+  return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def renderer_note(env) -> str:
+  """What renders ``env``'s frames, said as filming starts: Gymnasium's ``rgb_array`` mode,
+  and for MuJoCo the ``MUJOCO_GL`` backend and how slow it is on a CPU."""
+  if getattr(env.unwrapped, "mujoco_renderer", None) is None:
+    return f"Rendering {_env_id(env)} with Gymnasium's rgb_array mode."
+  backend = os.environ.get("MUJOCO_GL")
+  backend = f"MUJOCO_GL={backend}" if backend else "MUJOCO_GL unset: MuJoCo's default, glfw"
+  return (f"Rendering {_env_id(env)} with MuJoCo offscreen (rgb_array, {backend}). MuJoCo "
+          "renders fast on a GPU's EGL; on a CPU (EGL's or OSMesa's software renderer, "
+          "llvmpipe) a frame takes tenths of a second, so a 1000-step episode takes "
+          "minutes.")
+
+
+def gl_renderer_note(env) -> str | None:
+  """Which OpenGL renderer drew MuJoCo's first frame (its context is current then), and
+  whether that is the CPU; None for other envs or when OpenGL cannot be asked."""
+  if getattr(env.unwrapped, "mujoco_renderer", None) is None:
+    return None
+  try:  # here, not at the top: PyOpenGL picks its platform from MUJOCO_GL when first imported
+    from OpenGL import GL, error
+  except (ImportError, AttributeError) as e:  # no PyOpenGL, or no platform it can load
+    log.debug("cannot ask OpenGL for its renderer: %r", e)
+    return None
+  try:
+    name = GL.glGetString(GL.GL_RENDERER)
+  except error.Error as e:
+    log.debug("cannot ask OpenGL for its renderer: %r", e)
+    return None
+  if not name:  # no current context
+    return None
+  name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+  on_cpu = any(soft in name.lower() for soft in ("llvmpipe", "softpipe", "swrast", "software"))
+  return (f"MuJoCo's OpenGL renderer is {name}" + (": software rendering on the CPU, slow."
+                                                   if on_cpu else "."))
+
+
+def _env_id(env) -> str:
+  return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def _max_frames(exp: Experiment, env) -> int | None:
+  """The longest an episode can be: the run's ``max_length``, else the env's own limit."""
+  return exp.run.max_length or (env.spec.max_episode_steps if env.spec is not None else None)
+
+
+def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
+  """Plays one episode in each of ``num_episodes`` envs with the policy's mode, logging
+  the renderer and the progress (``FrameProgress``).
+
+  The agent acts for the batch size it was built for (``num_envs``): recorded envs fill it
+  cyclically, and more episodes than that are filmed that many at a time.
   """
   envs = [render_env(exp) for _ in range(num_episodes)]
-  batch = exp.run.num_envs
-  fill = np.arange(batch) % num_episodes
-  act = jax.jit(agent.act, static_argnums=3)
-  track = jax.jit(agent.track)
-  observe = Observer(exp, envs[0].observation_space, num_episodes)
+  try:
+    log.info(renderer_note(envs[0]))
+    batch = exp.run.num_envs
+    if num_episodes > batch:
+      log.info("Filming %d episodes %d at a time (the policy acts for num_envs=%d envs).",
+               num_episodes, batch, batch)
+    act, track = jax.jit(agent.act, static_argnums=3), jax.jit(agent.track)
+    progress = FrameProgress(num_episodes, _max_frames(exp, envs[0]))
+    groups = [_film(exp, (act, track), agent_state, envs[first:first + batch],
+                    seed + first, progress) for first in range(0, num_episodes, batch)]
+    fps = envs[0].metadata.get("render_fps", 30)
+  finally:
+    for env in envs:
+      env.close()
+  frames = [clip for group in groups for clip in group[0]]
+  returns, lengths = (np.concatenate([group[i] for group in groups]) for i in (1, 2))
+  return frames, returns, lengths, fps
+
+
+def _film(exp: Experiment, policy, agent_state, envs: list, seed: int,
+          progress: FrameProgress):
+  """``(frames, returns, lengths)`` of one episode in each of ``envs`` (at most the
+  policy's batch), env ``i`` reset with ``seed + i``; ``policy``: jitted ``(act, track)``."""
+  act, track = policy
+  count, batch = len(envs), exp.run.num_envs
+  fill = np.arange(batch) % count
+  observe = Observer(exp, envs[0].observation_space, count)
   raw = observe.frames([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
-  obs = observe(raw, np.ones(num_episodes, bool))
+  obs = observe(raw, np.ones(count, bool))
   frames = [[env.render()] for env in envs]
-  returns, lengths = np.zeros(num_episodes), np.zeros(num_episodes, int)
-  running = np.ones(num_episodes, bool)
+  note = gl_renderer_note(envs[0]) if progress.done == 0 else None  # said once, first
+  if note:
+    log.info(note)
+  progress.begin()
+  returns, lengths = np.zeros(count), np.zeros(count, int)
+  running = np.ones(count, bool)
   key = jax.random.key(seed)
   while running.any():
     key, act_key = jax.random.split(key)
     action, extras = act(agent_state, jnp.asarray(obs[fill]), act_key, True)
     action = np.asarray(action)
-    next_raw, rewards = raw.copy(), np.zeros(num_episodes, np.float32)
-    ended, game_over = np.zeros(num_episodes, bool), np.zeros(num_episodes, bool)
+    next_raw, rewards = raw.copy(), np.zeros(count, np.float32)
+    ended, game_over = np.zeros(count, bool), np.zeros(count, bool)
     for i in np.flatnonzero(running):
       o, r, term, trunc, _ = envs[i].step(action[i])
       score, game_over[i] = observe.score(o, r, term or trunc)
@@ -205,21 +331,21 @@ def play(exp: Experiment, agent, agent_state, num_episodes: int, seed: int):
       returns[i] += score
       lengths[i] += 1
       frames[i].append(envs[i].render())
-    next_obs = observe(next_raw, np.zeros(num_episodes, bool), keep=False)
+    next_obs = observe(next_raw, np.zeros(count, bool), keep=False)
     transition = Transition(jnp.asarray(obs[fill]), action, jnp.asarray(rewards[fill]),
                             jnp.asarray(ended[fill]), jnp.zeros(batch, bool),
                             jnp.asarray(next_obs[fill]), extras)
     agent_state = track(agent_state, transition)
+    for i in np.flatnonzero(game_over):
+      progress.episode_done(lengths[i], returns[i])
     running &= ~game_over
+    progress.frame(int(lengths.max()), int(running.sum()))
     # a lost life ends the agent's episode, not the game: the env's reset continues it
     for i in np.flatnonzero(ended & running):
       next_raw[i] = observe.frames([envs[i].reset()[0]])[0]
     raw = next_raw
     obs = observe(raw, ended & running)
-  fps = envs[0].metadata.get("render_fps", 30)
-  for env in envs:
-    env.close()
-  return frames, returns, lengths, fps
+  return frames, returns, lengths
 
 
 def write_video(path: Path, frames: list, fps: float) -> None:
@@ -269,6 +395,7 @@ def visualize(run_dir, outdir, *, num_episodes: int = 1, checkpoint_path: str | 
   episodes = []
   for i, clip in enumerate(frames):
     video = outdir / f"episode-{i:03d}.mp4"
+    log.info("Writing %s (%d frames)", video, len(clip))
     write_video(video, clip, fps)
     episodes.append({"index": i, "return": float(returns[i]), "length": int(lengths[i]),
                      "video": str(video)})

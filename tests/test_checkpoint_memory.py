@@ -15,7 +15,7 @@ import pytest
 
 from batchrl import checkpoint, configs, experiment
 from batchrl.checkpoint import NEWEST_ONLY_FILE, CheckpointError, CheckpointWarning
-from batchrl.memories import MemoryState
+from batchrl.memories import MemoryState, TransitionItem, make_memory
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, build_model
@@ -73,7 +73,8 @@ def test_only_the_newest_run_checkpoint_holds_the_replay_memory(replay_run):
     assert not (ckpt.path / NEWEST_ONLY_FILE).exists()
     assert manifest["dropped"] == memory and manifest["dropped_by_step"] > ckpt.step
     assert NEWEST_ONLY_FILE not in manifest["files"]
-    assert _bytes(ckpt.path) * 5 < _bytes(newest.path)  # the memory is most of a checkpoint
+    # the memory is most of a checkpoint, even as its written 160 of 1024 rows
+    assert _bytes(ckpt.path) * 3 < _bytes(newest.path)
   # the memory file holds the memory and nothing else: params stay in every checkpoint
   assert any(".agent_state.params" in name for name in _manifest(older[0].path)["leaves"])
   assert not any(".agent_state.params" in name for name in memory)
@@ -124,6 +125,41 @@ def test_resuming_from_an_older_checkpoint_warns_and_goes_on_with_an_empty_memor
   state = trainer.sim.agent_state
   assert int(state.memory.filled) == 64 and int(state.num_updates) > int(saved.num_updates)
   assert all(np.isfinite(x).all() for x in leaves(state.params))
+
+
+@pytest.mark.gymnax
+def test_the_newest_checkpoint_stores_the_filled_part_of_the_memory(replay_run):
+  """640 steps of 4 envs wrote 160 of the memory's 1024 rows: only those are stored (the
+  exact resume above restores the others, zeros, from the manifest's fill)."""
+  newest = checkpoint.list_checkpoints(replay_run.run_dir / "checkpoints")[-1]
+  manifest = _manifest(newest.path)
+  memory = "state.agent_state.memory.items."
+  big = {name[len(memory):]: entry for name, entry in manifest["leaves"].items()
+         if name.startswith(memory)  # smaller leaves are stored whole
+         and np.prod(entry["shape"]) * np.dtype(entry["dtype"]).itemsize >= 1 << 16}
+  assert set(big) == {"obs", "next_obs"}
+  assert manifest["format_version"] == 3 and newest.step == 640
+  for entry in big.values():
+    assert entry["shape"][0] == 1024 and entry["stored_shape"][0] <= 640 // 4
+    assert entry["stored_shape"][1:] == entry["shape"][1:]
+
+
+@pytest.mark.gymnax
+def test_a_checkpoint_holding_the_whole_memory_still_loads(replay_run, tmp_path, monkeypatch):
+  """Checkpoints written before the filled part was stored alone hold every row: they
+  restore exactly as they were written."""
+  template = experiment.Trainer(_exp(), tmp_path / "fresh").sim
+  sim, _ = experiment.restore_sim(replay_run.run_dir / "checkpoints", template,
+                                  replay_run.agent)
+  assert int(sim.agent_state.memory.filled) == 640 // 4
+  with monkeypatch.context() as patch:  # what the writer did then: every leaf whole
+    patch.setattr(checkpoint, "_PART_MIN_BYTES", 1 << 62)
+    path = experiment.save_sim(tmp_path / "old", 640, sim, replay_run.agent)
+  manifest = _manifest(path)
+  assert manifest["format_version"] == 2
+  assert not any("stored_shape" in entry for entry in manifest["leaves"].values())
+  restored, _ = experiment.restore_sim(tmp_path / "old", template, replay_run.agent)
+  _assert_equal(restored, sim)
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -258,3 +294,87 @@ def test_plain_checkpoints_keep_format_1_and_unknown_names_are_refused(tmp_path)
   with pytest.raises(CheckpointError, match=r"newest_only names leaves the state does not "
                      r"have: state\['nope'\]"):
     checkpoint.save(tmp_path, 2, _tree(2), newest_only={"state['nope']"})
+
+
+# ------------------------------------------------------------- the filled part of a memory
+
+
+def _memory_and_state(kind: str, rows_written: int):
+  """A memory of 8192 items (2048 rows of 4), ``rows_written`` rows added, some priorities
+  set from errors, as training leaves it."""
+  memory = make_memory(kind, capacity=8192, width=4,
+                       sequence_length=8 if kind == "sequential" else None)
+  item = TransitionItem(jnp.zeros(4), jnp.int32(0), jnp.float32(0), jnp.bool_(False),
+                        jnp.bool_(False), jnp.zeros(4))
+  steps = jnp.arange(rows_written * 4, dtype=jnp.float32).reshape(rows_written, 4) + 1
+  rows = TransitionItem(steps[..., None] * jnp.ones(4), (steps % 3).astype(jnp.int32),
+                        steps / 7, steps % 11 == 0, steps % 13 == 0, steps[..., None] + 0.5)
+  state = memory.add_rows(memory.init(item), rows)
+  index = jnp.arange(0, min(rows_written * 4, 8192), 5, dtype=jnp.int32)
+  state = memory.update_priorities(state, index, jnp.sin(index.astype(jnp.float32)))
+  return memory, memory.init(item), state
+
+
+@pytest.mark.parametrize("kind", ["replay", "sequential", "prioritized_replay",
+                                  "naive_prioritized_replay"])
+@pytest.mark.parametrize("rows_written", [100, 2048 + 37])  # part filled; full and wrapped
+@pytest.mark.parametrize("seeds", [None, 2])
+def test_a_memory_is_stored_as_its_filled_part_and_restored_bit_for_bit(
+    tmp_path, kind, rows_written, seeds):
+  memory, empty, state = _memory_and_state(kind, rows_written)
+  if seeds:  # K runs stacked by vmap: the rows are the second axis
+    state = jax.tree.map(lambda x: jnp.stack([x] * seeds), state)
+    empty = jax.tree.map(lambda x: jnp.stack([x] * seeds), empty)
+  path = checkpoint.save(tmp_path, 1, {"memory": state})
+  entries = _manifest(path)["leaves"]
+  items = {name: entry for name, entry in entries.items() if ".items." in name}
+  rows = 1 if seeds else 0  # the axis of rows
+  if rows_written < memory.rows:
+    assert items["state['memory'].items.obs"]["stored_shape"][rows] == rows_written
+    assert all(entry["stored_shape"][rows] <= rows_written for entry in items.values())
+  else:  # every row holds a transition: all are stored (a flag that is False in the last
+    # rows can still be cut there: its fill puts them back)
+    assert "stored_shape" not in items["state['memory'].items.obs"]
+  if kind == "prioritized_replay" and rows_written < memory.rows:
+    assert entries["state['memory'].priorities.sums"]["stored_shape"][-1] < 2 * 8192
+  restored, _ = checkpoint.restore(tmp_path, {"memory": empty})
+  assert type(restored["memory"]) is type(state)
+  _assert_same_bits(restored["memory"], state)
+
+
+def _assert_same_bits(a, b):
+  for x, y in zip(leaves(a), leaves(b), strict=True):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    assert x.tobytes() == y.tobytes()
+
+
+def test_a_leaf_is_cut_only_where_its_bits_equal_its_last_element(tmp_path):
+  """-0.0 is not 0.0, a NaN is itself: what comes back has the bits that went in."""
+  zeros = np.zeros((40_000,), np.float32)
+  negative_tail = zeros.copy()
+  negative_tail[-1] = -0.0
+  nan_tail = zeros.copy()
+  nan_tail[30_000:] = np.frombuffer(np.uint32(0x7FC01234).tobytes(), np.float32)[0]
+  nan_tail[:5] = 3.0
+  tree = {"negative": negative_tail, "nan": nan_tail, "empty": zeros}
+  path = checkpoint.save(tmp_path, 1, tree)
+  entries = _manifest(path)["leaves"]
+  assert entries["state['negative']"]["stored_shape"] == [39_999]  # only -0.0 is -0.0
+  assert entries["state['nan']"]["stored_shape"] == [30_000]
+  assert entries["state['empty']"]["stored_shape"] == [0]
+  restored, _ = checkpoint.restore(tmp_path, jax.tree.map(np.zeros_like, tree))
+  _assert_same_bits(restored, tree)
+
+
+def test_a_part_that_does_not_fit_its_entry_makes_the_checkpoint_unusable(tmp_path):
+  checkpoint.save(tmp_path, 1, {"memory": np.zeros((40_000,), np.float32)})
+  tree = {"memory": np.concatenate([np.ones(10, np.float32), np.zeros(39_990, np.float32)])}
+  newest = checkpoint.save(tmp_path, 2, tree)
+  manifest = _manifest(newest)
+  manifest["leaves"]["state['memory']"]["stored_shape"] = [20]  # 10 are stored
+  body = {k: v for k, v in manifest.items() if k != "checksum"}
+  manifest["checksum"] = checkpoint._checksum(body)
+  (newest / checkpoint.MANIFEST_FILE).write_text(json.dumps(manifest))
+  with pytest.warns(CheckpointWarning, match="stored part of shape"):
+    restored, manifest = checkpoint.restore(tmp_path, tree)
+  assert manifest["step"] == 1 and not restored["memory"].any()

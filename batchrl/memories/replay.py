@@ -45,6 +45,11 @@ class MemoryState(NamedTuple):
   priorities: ``SumTree`` (prioritized_replay), ``float32[rows * width]`` (naive), or ``()``.
     Stored priorities are ``(|error| + prioritization_constant) ** prioritization_weight``.
   max_priority: ``float32[]`` largest ``|error| + constant`` seen (new items get it, powered).
+
+  Until the ring wraps, the rows past ``filled`` hold the zeros ``init`` wrote and the items
+  there priority 0 (sum tree leaves 0, its min heap's ``inf``): a checkpoint stores what was
+  written and puts those back (``batchrl.checkpoint`` cuts each big leaf where the rest
+  equals its last element), so a 1M memory holding 20k transitions is saved as 20k.
   """
 
   items: Any
