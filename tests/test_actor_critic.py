@@ -17,7 +17,7 @@ from batchrl.agents.actor_critic.losses import (
   smallest_critic,
   temperature_objective,
 )
-from batchrl.agents.actor_critic.model import import_observations, sac_target_entropy
+from batchrl.agents.actor_critic.model import import_observations
 from batchrl.agents.actor_critic.networks import (
   continuous_action_map,
   make_networks,
@@ -26,6 +26,7 @@ from batchrl.agents.actor_critic.networks import (
 )
 from batchrl.agents.ddpg import DDPGConfig, make_ddpg
 from batchrl.agents.sac import SACConfig, make_sac
+from batchrl.agents.sac.update import target_entropy as sac_target_entropy
 from batchrl.agents.spaces import space_info
 from batchrl.agents.td3 import TD3Config, make_td3, smoothed_action, twin_next_value
 from batchrl.agents.td3.losses import td3_next_value
@@ -133,9 +134,8 @@ def test_td3_target_takes_the_smaller_twin_at_the_clipped_smoothed_action():
       actor=lambda params, obs: jnp.array([[0.9], [-0.2]]),
       critic=lambda params, obs, a: jnp.stack([2 * a[:, 0], 3 * a[:, 0] + 1]))
   config = TD3Config(target_noise=1e6, target_noise_clip=0.5)
-  params = SimpleNamespace(target_actor=None, target_critic=None)
   key = jax.random.key(3)
-  value = td3_next_value(config, nets, params, jnp.zeros((2, 3)), key, 0.0)
+  value = td3_next_value(config, nets, None, None, jnp.zeros((2, 3)), key)
   sign = np.sign(np.asarray(jax.random.normal(key, (2, 1))))[:, 0]
   action = np.clip(np.array([0.9, -0.2]) + 0.5 * sign, -1, 1)
   np.testing.assert_allclose(value, np.minimum(2 * action, 3 * action + 1), rtol=1e-6)
@@ -149,8 +149,7 @@ def test_ddpg_actor_gradient_is_the_critic_action_gradient_through_the_actor():
   nets = make_networks(config, info, 1, False, "ddpg")
   actor, critic = nets.init(jax.random.key(0))
   obs = jax.random.normal(jax.random.key(1), (5, 3))
-  grads = jax.grad(lambda p: deterministic_actor_loss(config, nets, p, critic, obs, None,
-                                                      0.0)[0])(actor)
+  grads = jax.grad(lambda p: deterministic_actor_loss(nets, p, critic, obs)[0])(actor)
   action, vjp = jax.vjp(lambda p: nets.actor(p, obs), actor)
   dq_da = jax.grad(lambda a: jnp.sum(nets.critic(critic, obs, a)[0]))(action)
   (expected,) = vjp(-dq_da / 5)
@@ -164,14 +163,13 @@ def test_td3_actor_climbs_the_first_critic_or_with_actor_q_min_the_smaller_one()
   nets = SimpleNamespace(actor=lambda w, obs: w * obs,
                          critic=lambda c, obs, a: jnp.stack([2.0 * a, a + 1.0]))
   obs, w = jnp.array([0.5, 2.0]), jnp.float32(1.0)  # actions 0.5 and 2.0
-  loss = lambda q_of: deterministic_actor_loss(
-      None, nets, w, None, obs, None, 0.0, q_of=q_of)[0]
-  np.testing.assert_allclose(deterministic_actor_loss(None, nets, w, None, obs, None, 0.0)[0],
+  loss = lambda q_of: deterministic_actor_loss(nets, w, None, obs, q_of=q_of)[0]
+  np.testing.assert_allclose(deterministic_actor_loss(nets, w, None, obs)[0],
                              -(1.0 + 4.0) / 2)  # the default: Q_1
   np.testing.assert_allclose(loss(smallest_critic), -(1.0 + 3.0) / 2)  # min(1, 1.5), min(4, 3)
   # d/dw: Q_1 = 2ws for the first action, Q_2 = ws + 1 for the second
   np.testing.assert_allclose(jax.grad(lambda w_: deterministic_actor_loss(
-      None, nets, w_, None, obs, None, 0.0, q_of=smallest_critic)[0])(w), -(2 * 0.5 + 2.0) / 2)
+      nets, w_, None, obs, q_of=smallest_critic)[0])(w), -(2 * 0.5 + 2.0) / 2)
   model = make_td3(TD3Config(**TINY, actor_q="min"))  # the option reaches the update
   state, metrics = jax.jit(model.update)(filled_state(model))
   assert np.isfinite(float(metrics["policy_q"]))

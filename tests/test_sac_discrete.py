@@ -13,15 +13,13 @@ import pytest
 
 from batchrl import Agent, checkpoint
 from batchrl.agents.actor_critic.losses import bellman_target, temperature_objective
-from batchrl.agents.actor_critic.model import (
-  DISCRETE_TARGET_ENTROPY_SCALE,
-  import_observations,
-  sac_target_entropy,
-)
+from batchrl.agents.actor_critic.model import import_observations
 from batchrl.agents.actor_critic.networks import DiscreteActions, make_networks
 from batchrl.agents.sac import SACConfig, make_sac
 from batchrl.agents.sac.losses import sac_actor_loss, sac_next_value
 from batchrl.agents.sac.presets import cartpole_sac
+from batchrl.agents.sac.update import DISCRETE_TARGET_ENTROPY_SCALE
+from batchrl.agents.sac.update import target_entropy as sac_target_entropy
 from batchrl.agents.spaces import space_info
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
@@ -58,8 +56,8 @@ def test_the_discrete_target_sums_the_soft_value_over_the_policy():
   """``r + gamma (1 - terminated) sum_a pi(a|s') (min_j Q'_j(s', a) - alpha log pi(a|s'))``,
   with pi the online actor's softmax and Q' the target critics, against numpy."""
   alpha, gamma = 0.3, 0.9
-  params = SimpleNamespace(actor=jnp.asarray(LOGITS), target_critic=None)
-  value = sac_next_value(None, fixed_nets(), params, None, jax.random.key(0), alpha)
+  value = sac_next_value(fixed_nets(), jnp.asarray(LOGITS), None, None, jax.random.key(0),
+                         alpha)
   pi = softmax(LOGITS)
   expected = np.sum(pi * (np.minimum(Q[0], Q[1]) - alpha * np.log(pi)), axis=1)
   np.testing.assert_allclose(value, expected, rtol=1e-6)
@@ -76,7 +74,7 @@ def test_the_discrete_actor_loss_is_the_expectation_and_its_gradient_by_hand():
   own derivative ``alpha sum_a pi_a d log pi_a`` vanishes); aux: ``sum_a pi log pi``."""
   alpha = 0.5
   nets = fixed_nets()
-  loss_fn = lambda logits: sac_actor_loss(None, nets, logits, None, None, None, alpha)
+  loss_fn = lambda logits: sac_actor_loss(nets, logits, None, None, None, alpha)
   (loss, (metrics, neg_entropy)), grad = jax.value_and_grad(loss_fn, has_aux=True)(
       jnp.asarray(LOGITS))
   pi = softmax(LOGITS)
@@ -97,13 +95,12 @@ def test_a_masked_action_adds_nothing_to_the_value_nor_the_entropy():
   masked[:, 2] = lowest
   q = Q.copy()
   q[:, :, 2] = 1e9
-  params = SimpleNamespace(actor=jnp.asarray(masked), target_critic=None)
-  value = sac_next_value(None, fixed_nets(q=q), params, None, None, 5.0)
+  value = sac_next_value(fixed_nets(q=q), jnp.asarray(masked), None, None, None, 5.0)
   pi = softmax(LOGITS[:, :2])
   expected = np.sum(pi * (np.minimum(Q[0], Q[1])[:, :2] - 5.0 * np.log(pi)), axis=1)
   np.testing.assert_allclose(value, expected, rtol=1e-5)
-  grad = jax.grad(lambda p: sac_actor_loss(None, fixed_nets(q=q), p, None, None, None,
-                                           5.0)[0])(jnp.asarray(masked))
+  grad = jax.grad(lambda p: sac_actor_loss(fixed_nets(q=q), p, None, None, None, 5.0)[0])(
+      jnp.asarray(masked))
   assert np.isfinite(np.asarray(grad)).all() and np.all(np.asarray(grad)[:, 2] == 0)
 
 

@@ -191,7 +191,7 @@ def replay_state(model, data: dict, seed: int, steps: int = 0):
 
 def gradient_step_keys(state_key):
   """The keys of an update's one gradient step (``repeat_update=1``), split as the replay
-  update and ``actor_critic.model.gradient_step`` split them: ``(batch, target noise, actor
+  update and ``actor_critic.learning.step_keys`` split them: ``(batch, target noise, actor
   noise)``."""
   _, step_key = jax.random.split(state_key)
   (key,) = jax.random.split(step_key, 1)

@@ -31,13 +31,12 @@ def smallest_critic(q: jax.Array) -> jax.Array:
   return jnp.min(q, axis=0)
 
 
-def deterministic_actor_loss(config, nets, actor_params, critic_params, obs, key, alpha,
-                             q_of=first_critic):
+def deterministic_actor_loss(nets, actor_params, critic_params, obs, q_of=first_critic):
   """``-mean Q(s, mu(s))`` (DDPG's and TD3's actor loss), ``Q = q_of(critics)``: its
-  gradient is the deterministic policy gradient ``-mean dQ/da * dmu/dtheta``."""
-  del config, key, alpha
+  gradient is the deterministic policy gradient ``-mean dQ/da * dmu/dtheta``. Returns
+  ``(loss, metrics)``."""
   q = q_of(nets.critic(critic_params, obs, nets.actor(actor_params, obs)))
-  return -jnp.mean(q), ({"policy_q": jnp.mean(q)}, None)
+  return -jnp.mean(q), {"policy_q": jnp.mean(q)}
 
 
 def temperature_objective(log_alpha, log_prob, target_entropy: float):

@@ -263,8 +263,8 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
   actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation)
 
-  # the example input is made per call: this function is cached and may first run inside
-  # a trace, whose arrays must not outlive it
+  # the example input is made per call: init may run inside a trace (a jitted or vmapped
+  # init), whose arrays must not outlive it
   def init(key):
     actor_key, critic_key = jax.random.split(key)
     obs = prepare(example())[0]

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 
-def ddpg_next_value(config, nets, params, next_obs, key, alpha):
+def ddpg_next_value(nets, target_actor, target_critic, next_obs):
   """``Q'(s', mu'(s'))`` ``[K]``: the target critic at the target actor's action."""
-  del config, key, alpha
-  action = nets.actor(params.target_actor, next_obs)
-  return nets.critic(params.target_critic, next_obs, action)[0]
-
+  action = nets.actor(target_actor, next_obs)
+  return nets.critic(target_critic, next_obs, action)[0]

@@ -1,7 +1,9 @@
 """What the replay agents' models (DQN, NAF, DQFD, DDPG, TD3, SAC) share: the ``Model``
 schedule, the config carried in the state, the memory and optimizer of a ``ReplayConfig``,
-the memory row of a transition, the gated repeat-update scan, the target sync that ends an
-update, and turning TensorForce observations into stored transitions."""
+the memory row of a transition, the gated repeat-update scan, when the targets are due a
+sync and the end of a Q-learning update (the Polyak step itself:
+``batchrl.ops.targets.polyak_update``), and turning TensorForce observations into stored
+transitions."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +26,7 @@ from batchrl.memories import (
   make_memory,
   transitions_from_observations,
 )
-from batchrl.ops.targets import soft_update
+from batchrl.ops.targets import polyak_update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +97,10 @@ def gated_steps(config, memory: Memory, state, ready, step):
   """``repeat_update`` calls of ``step(state, key, params, opt_state) -> (params, opt_state,
   index, |TD|, metrics)`` under the ``ready`` gate, each updating the priorities it drew.
 
-  Shared by DQN and NAF. The gate is a ``lax.cond`` over params and optimizer state only
-  (a cond over the memory would copy it on every call on CPU). Returns the next state key,
-  params, optimizer state, memory state and the metrics averaged over the steps.
+  Shared by DQN, NAF, DDPG, TD3 and SAC, each ``step`` its own. The gate is a ``lax.cond``
+  over params and optimizer state only (a cond over the memory would copy it on every call
+  on CPU). Returns the next state key, params, optimizer state, memory state and the
+  metrics averaged over the steps.
   """
   key, step_key = jax.random.split(state.key)
 
@@ -118,15 +121,20 @@ def gated_steps(config, memory: Memory, state, ready, step):
   return key, params, opt_state, mstate, jax.tree.map(jnp.mean, metrics)
 
 
+def target_sync_due(config, state, ready) -> tuple[jax.Array, jax.Array]:
+  """``(sync, period)``: whether this update moves the targets (it learns and a
+  ``target_update_frequency`` boundary of ``num_steps`` passed since ``state.last_sync``),
+  and the boundary count to record as the new ``last_sync`` when it does."""
+  period = state.num_steps // config.target_update_frequency
+  return ready & (period > state.last_sync), period
+
+
 def finish_update(config, state, ready, params, opt_state, mstate, key):
   """The end of an update, shared by DQN, NAF and DQFD: the new parameters, the target
   moved by ``update_target_weight`` when a ``target_update_frequency`` boundary passed since
   the last sync, and the counters. Returns ``(state, synced)``."""
-  period = state.num_steps // config.target_update_frequency
-  sync = ready & (period > state.last_sync)
-  synced = soft_update(state.target_params, params, config.update_target_weight)
-  target = jax.tree.map(lambda new, old: jnp.where(sync, new, old), synced,
-                        state.target_params)
+  sync, period = target_sync_due(config, state, ready)
+  target = polyak_update(state.target_params, params, config.update_target_weight, sync)
   state = state._replace(
       params=params, target_params=target, opt_state=opt_state, memory=mstate, key=key,
       pending=jnp.int32(0), num_updates=state.num_updates + ready.astype(jnp.int32),

@@ -1,7 +1,7 @@
 """``SACConfig``: ``ActorCriticConfig`` plus the entropy temperature (Haarnoja et al. 2018,
 "SAC algorithms and applications"): alpha learned toward ``target_entropy`` (default minus
 the action size; for a Discrete action of n values 0.7 log n:
-``batchrl.agents.actor_critic.model.DISCRETE_TARGET_ENTROPY_SCALE`` says why)."""
+``batchrl.agents.sac.update.DISCRETE_TARGET_ENTROPY_SCALE`` says why)."""
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.config import ActorCriticConfig, check_actor_critic

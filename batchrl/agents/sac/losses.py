@@ -36,23 +36,20 @@ def discrete_soft_value(q: jax.Array, logits: jax.Array, alpha):
   return jnp.sum(pi * jnp.min(q, axis=0), axis=-1) - alpha * neg_entropy, neg_entropy
 
 
-def sac_next_value(config, nets, params, next_obs, key, alpha):
+def sac_next_value(nets, actor_params, target_critic, next_obs, key, alpha):
   """The soft value of ``s'`` under the current actor and the target critics ``[K]``;
   discrete: the expectation over the policy, summed."""
-  del config
   if nets.discrete:
-    logits = nets.actor(params.actor, next_obs)
-    return discrete_soft_value(nets.q_values(params.target_critic, next_obs), logits,
-                               alpha)[0]
-  action, log_prob = squashed_sample(key, *nets.actor(params.actor, next_obs))
-  return soft_value(nets.critic(params.target_critic, next_obs, action), log_prob, alpha)
+    logits = nets.actor(actor_params, next_obs)
+    return discrete_soft_value(nets.q_values(target_critic, next_obs), logits, alpha)[0]
+  action, log_prob = squashed_sample(key, *nets.actor(actor_params, next_obs))
+  return soft_value(nets.critic(target_critic, next_obs, action), log_prob, alpha)
 
 
-def sac_actor_loss(config, nets, actor_params, critic_params, obs, key, alpha):
+def sac_actor_loss(nets, actor_params, critic_params, obs, key, alpha):
   """``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a`` reparameterized; aux: metrics and
   ``log pi [K]`` for the temperature. Discrete: ``mean_s sum_a pi(a|s) (alpha log pi(a|s) -
   min_i Q_i(s, a))``, exact, and ``sum_a pi log pi [K]`` for the temperature."""
-  del config
   if nets.discrete:
     value, neg_entropy = discrete_soft_value(nets.q_values(critic_params, obs),
                                              nets.actor(actor_params, obs), alpha)

@@ -15,10 +15,10 @@ def twin_next_value(next_q: jax.Array) -> jax.Array:
   return jnp.min(next_q, axis=0)
 
 
-def td3_next_value(config, nets, params, next_obs, key, alpha):
-  """``min_i Q'_i(s', smoothed mu'(s'))`` ``[K]``."""
-  del alpha
-  action = nets.actor(params.target_actor, next_obs)
+def td3_next_value(config, nets, target_actor, target_critic, next_obs, key):
+  """``min_i Q'_i(s', smoothed mu'(s'))`` ``[K]``, the noise ``target_noise`` times a normal
+  draw of ``key`` clipped to ``target_noise_clip``."""
+  action = nets.actor(target_actor, next_obs)
   noise = config.target_noise * jax.random.normal(key, action.shape, action.dtype)
   action = smoothed_action(action, noise, config.target_noise_clip)
-  return twin_next_value(nets.critic(params.target_critic, next_obs, action))
+  return twin_next_value(nets.critic(target_critic, next_obs, action))

@@ -1,0 +1,140 @@
+"""The pieces an actor-critic update is built from, shared by DDPG, TD3 and SAC; each agent's
+``update.py`` calls them in its own order (critic step, actor step, temperature step, target
+sync). Nothing here calls back into an agent.
+
+Shapes: ``K`` batch size, ``C`` critics. ``config`` is an ``ActorCriticConfig``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl.agents.actor_critic.losses import critic_loss
+from batchrl.agents.actor_critic.networks import ACNetworks
+from batchrl.agents.replay import updates as replay
+from batchrl.memories import Memory
+from batchrl.ops.targets import polyak_update
+
+
+class Optimizers(NamedTuple):
+  actor: optax.GradientTransformation
+  critic: optax.GradientTransformation
+  alpha: optax.GradientTransformation | None  # None unless SAC learns its temperature
+
+
+def optimizers(config, learns_alpha: bool = False) -> Optimizers:
+  """Adam for the actor and the critics (after global-norm clipping with
+  ``max_grad_norm``), and for SAC's log temperature when it ``learns_alpha``."""
+  clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
+          if config.max_grad_norm is not None else [])
+  adam = lambda rate: optax.chain(*clip, optax.adam(rate, eps=config.adam_epsilon))
+  alpha = optax.adam(config.alpha_learning_rate) if learns_alpha else None
+  return Optimizers(adam(config.learning_rate), adam(config.critic_learning_rate), alpha)
+
+
+def adam_step(opt: optax.GradientTransformation, grads, opt_state, params):
+  """``(params, opt_state)`` after one step of ``opt`` along ``grads``."""
+  updates, opt_state = opt.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state
+
+
+# ------------------------------------------------------------------- the schedule
+
+
+class Schedule(NamedTuple):
+  """What this update does, decided before it: whether it learns (``ready``), whether its
+  learning steps move the targets (``sync``), and the boundary count behind ``sync``."""
+
+  memory: Memory
+  ready: jax.Array  # [] bool
+  sync: jax.Array  # [] bool
+  period: jax.Array  # [] int32 num_steps // target_update_frequency
+
+
+def schedule(config, state) -> Schedule:
+  """The replay gate (``first_update`` steps stored and a whole batch) and the target sync
+  (a ``target_update_frequency`` boundary passed since the last one)."""
+  memory = replay.memory_of(config, state.info)
+  ready = replay.update_ready(config, memory.size(state.memory), state.num_steps)
+  sync, period = replay.target_sync_due(config, state, ready)
+  return Schedule(memory, ready, sync, period)
+
+
+def finish(state, plan: Schedule, key, params, opt_state, mstate, metrics: dict):
+  """The state after an update's learning steps (``replay.gated_steps``' results) and its
+  counters; the metrics with the memory fill and what the update did."""
+  state = state._replace(
+      params=params, opt_state=opt_state, memory=mstate, key=key, pending=jnp.int32(0),
+      num_updates=state.num_updates + plan.ready.astype(jnp.int32),
+      last_sync=jnp.where(plan.sync, plan.period, state.last_sync))
+  metrics.update(memory_size=plan.memory.size(mstate).astype(jnp.float32),
+                 learning=plan.ready.astype(jnp.float32),
+                 target_synced=plan.sync.astype(jnp.float32))
+  return state, metrics
+
+
+# ---------------------------------------------------------------- one learning step
+
+
+def step_keys(key: jax.Array):
+  """``(batch, target, actor)`` keys of one learning step; every agent splits three, used
+  or not, so the batches drawn from a seed do not depend on the agent."""
+  return jax.random.split(key, 3)
+
+
+def sample_batch(config, state, key: jax.Array):
+  """A batch of ``batch_size`` transitions from the state's replay memory (``.items``,
+  ``.index [K]``, importance ``.weight [K]``)."""
+  memory = replay.memory_of(config, state.info)
+  return memory.sample(state.memory, key, config.batch_size, state.num_steps)
+
+
+class CriticStep(NamedTuple):
+  params: Any
+  opt_state: Any
+  loss: jax.Array  # []
+  q: jax.Array  # [C, K] before the step
+  error: jax.Array  # [C, K] TD errors before the step
+  grads: Any
+
+
+def critic_step(config, nets: ACNetworks, opt, critic, opt_state, items, weight: jax.Array,
+                target: jax.Array) -> CriticStep:
+  """One step of the ``C`` critics on their importance-weighted TD loss (Huber with
+  ``clip_loss``) against ``target [K]``, each regressing on its own."""
+  def objective(params):
+    q = nets.critic(params, items.obs, items.action)
+    loss, error = critic_loss(q, target, weight, config.clip_loss)
+    return loss, (q, error)
+
+  (loss, (q, error)), grads = jax.value_and_grad(objective, has_aux=True)(critic)
+  critic, opt_state = adam_step(opt, grads, opt_state, critic)
+  return CriticStep(critic, opt_state, loss, q, error, grads)
+
+
+def actor_step(opt, objective: Callable, actor, opt_state):
+  """One step of the actor down ``objective(actor) -> (loss, aux)``: ``(actor, opt_state,
+  loss, aux)``, the loss and aux of the actor before the step."""
+  (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(actor)
+  actor, opt_state = adam_step(opt, grads, opt_state, actor)
+  return actor, opt_state, loss, aux
+
+
+def sync_targets(config, params, actor, critic, move: jax.Array):
+  """``(target_actor, target_critic)`` moved toward the new ``actor`` and ``critic`` by
+  ``update_target_weight`` where ``move``, as they were elsewhere."""
+  tau = config.update_target_weight
+  return (polyak_update(params.target_actor, actor, tau, move),
+          polyak_update(params.target_critic, critic, tau, move))
+
+
+def step_metrics(target: jax.Array, critic: CriticStep, actor_loss: jax.Array,
+                 alpha: jax.Array, actor_learned: jax.Array) -> dict:
+  """The metrics every actor-critic step reports."""
+  return dict(critic_loss=critic.loss, actor_loss=actor_loss, q_mean=jnp.mean(critic.q),
+              target_mean=jnp.mean(target), td_error=jnp.mean(jnp.abs(critic.error)),
+              alpha=alpha, actor_learned=actor_learned,
+              critic_grad_norm=optax.tree.norm(critic.grads))
