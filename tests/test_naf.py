@@ -347,17 +347,12 @@ def pendulum_progress(config: NAFConfig, seeds: int, evals: int, iterations: int
 
 
 @pytest.mark.gymnax
-def test_learns_pendulum_a_bit(learning_seed):
-  """The naf_pendulum settings, one seed, 10k steps: the greedy return rises from about
-  -1500 (untrained) to better than -900 (measured: -540 at 10k, -160 at 15k)."""
-  before, after = pendulum_progress(pendulum_naf(), seeds=1, evals=1, iterations=2500,
-                                    seed=learning_seed)
-  assert before[0] < -1100 and after[0] > -900, (before, after)
-
-
-@pytest.mark.gymnax
 @pytest.mark.slow
-def test_named_config_reaches_minus_250_within_30k_steps():
-  """3 seeds; evaluation every 5k steps; each seed's best >= -250."""
+def test_named_config_learns_pendulum_and_reaches_minus_250_within_30k_steps():
+  """The naf_pendulum settings, 3 seeds, a greedy evaluation every 5k steps: each seed starts
+  below -1100 (untrained, about -1500), is above -900 at 10k and reaches -250 by 30k.
+  Measured (2026-12-06): -1602/-1509/-1514 untrained, -503/-646/-167 at 10k, best
+  -157/-122/-126."""
   scores = pendulum_progress(pendulum_naf(), seeds=3, evals=6, iterations=1250)
+  assert (scores[0] < -1100).all() and (scores[2] > -900).all(), scores
   assert (scores.max(axis=0) >= -250).all(), scores
