@@ -1,18 +1,22 @@
-"""Learning parity: batchrl's SAC/TD3 beside sbx's (and optionally SB3's) with the same
-values, the same budget and the same seeds, on MuJoCo v5 tasks. Resumable.
+"""Learning parity: batchrl's SAC/TD3/TQC beside sbx's (and optionally SB3's or
+sb3-contrib's) with the same values, the same budget and the same seeds, on MuJoCo v5 tasks.
+Resumable.
 
     python benchmarks/parity.py --algos sac --envs Hopper-v5 Walker2d-v5 --seeds 0 1 2
+    python benchmarks/parity.py --algos tqc --envs HalfCheetah-v5 --seeds 0
     python benchmarks/parity.py --table-only          # the table from what has finished
 
 Each run is a subprocess: batchrl's is ``batchrl train --config {algo}_mujoco`` with
-``--set env=... steps=... eval_every=...`` (its own presets: the values SAC/TD3 papers,
-CleanRL and rl-zoo share), the peer's is ``benchmarks/peers/sbx_train.py`` in the peers'
-venv with the same values (see its docstring), starting as our preset does: uniform random
-actions until learning starts where the preset has ``start_steps`` (TD3), else the untrained
-policy from the first step (SAC). Runs go under ``--results`` (default
-``benchmarks/results/parity``); a run killed mid-way continues from its last checkpoint
-(batchrl: exactly; the peer: from its last saved chunk) when the same command is given
-again, and finished runs are skipped, so the benchmark can run across several sittings.
+``--set env=... steps=... eval_every=...`` (its own presets: the values the SAC/TD3/TQC
+papers, CleanRL, rl-zoo and sb3-contrib share), the peer's is
+``benchmarks/peers/sbx_train.py`` in the peers' venv with the same values (see its
+docstring; ``--libraries sb3`` is SB3's SAC/TD3 and sb3-contrib's TQC), starting as our
+preset does: uniform random actions until learning starts where the preset has
+``start_steps`` (TD3), else the untrained policy from the first step (SAC, TQC). Runs go
+under ``--results`` (default ``benchmarks/results/parity``); a run killed mid-way continues
+from its last checkpoint (batchrl: exactly; the peer: from its last saved chunk) when the
+same command is given again, and finished runs are skipped, so the benchmark can run
+across several sittings.
 Runs are taken seed by seed (every task's seed 0 first), so a partial table has one seed
 everywhere before it has three anywhere.
 
@@ -46,7 +50,7 @@ from batchrl.bench.machine import machine  # noqa: E402  (after the path tweak a
 from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
-ALGOS = ("sac", "td3")
+ALGOS = ("sac", "td3", "tqc")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
 LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx")

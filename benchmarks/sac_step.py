@@ -1,14 +1,16 @@
-"""Time per learning step of SAC (or TD3) with the published MuJoCo values, side by side
-with sbx.
+"""Time per learning step of SAC (or TD3, TQC) with the published MuJoCo values, side by
+side with sbx.
 
     python benchmarks/sac_step.py                 # 2000 timed steps each side
     python benchmarks/sac_step.py --steps 500 --sb3 --parts
     python benchmarks/sac_step.py --blocks 1 8 64 --skip-peers   # updates in blocks of K
     python benchmarks/sac_step.py --algo td3                      # TD3 instead
+    python benchmarks/sac_step.py --algo tqc                      # TQC (sb3-contrib's: --sb3)
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
 on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset, or ``mujoco_td3`` with ``--algo td3``,
-whose actor steps on every second gradient step; sbx and SB3 with the same values, as
+whose actor steps on every second gradient step, or ``mujoco_tqc`` with ``--algo tqc``: 2
+critics of 25 quantiles; sbx and SB3 / sb3-contrib with the same values, as
 ``benchmarks/peers/sbx_train.py`` builds them). Each side learns from step
 ``--learning-starts`` on, runs ``--warmup`` learning steps (compilation, caches), then
 ``--steps`` learning steps are timed: wall time / steps, and the process's CPU time / steps.
@@ -140,7 +142,7 @@ def main() -> None:
   p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
   p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
   p.add_argument("--skip-peers", action="store_true")
-  p.add_argument("--algo", choices=("sac", "td3"), default="sac")
+  p.add_argument("--algo", choices=("sac", "td3", "tqc"), default="sac")
   p.add_argument("--blocks", nargs="+", type=int, default=[1], metavar="K",
                  help="also time batchrl with K gradient steps after every K env steps "
                  "(update_frequency=K, repeat_update=K), e.g. --blocks 1 8 64")

@@ -240,6 +240,103 @@ def sac_step(p: dict, opt: dict, batch: dict, eps_next, eps_pi, hp: dict) -> dic
   return out
 
 
+# -------------------------------------------------------------------------------- TQC
+
+
+def quantile_critic_forward(p: dict, obs, action, activation: str):
+  """One critic of ``Q`` return quantiles on ``[s, a]``: ``(z [K, Q], cache)``."""
+  h, cache = mlp_forward(p["MLP_0"], np.concatenate([obs, action], axis=-1), activation)
+  return dense(p["q"], h), (h, cache)
+
+
+def quantile_critic_backward(p: dict, fwd_cache, d_z: np.ndarray, activation: str,
+                             obs_size: int):
+  """``(grads of p, d action [K, A])`` given ``d z [K, Q]``."""
+  h, cache = fwd_cache
+  g_q, d_h = dense_backward(p["q"], h, d_z)
+  g_mlp, d_x = mlp_backward(p["MLP_0"], cache, d_h, activation)
+  return {"MLP_0": g_mlp, "q": g_q}, d_x[:, obs_size:]
+
+
+def quantile_critics_forward(p: dict, obs, action, activation: str):
+  """All critics: ``(z [C, K, Q], caches)``."""
+  outs = [quantile_critic_forward(p[f"critic_{i}"], obs, action, activation)
+          for i in range(len(p))]
+  return np.stack([z for z, _ in outs]), [c for _, c in outs]
+
+
+def quantile_huber(z: np.ndarray, target: np.ndarray):
+  """Dabney et al.'s quantile Huber loss (kappa 1) of one critic's quantiles ``z [K, Q]`` at
+  tau_i = (i + 1/2) / Q against the atoms ``target [K, M]``, averaged over K, Q and M:
+  ``(loss, d loss / d z [K, Q])``. With ``u = y_j - z_i``: ``rho(u) = |tau_i - 1{u < 0}|
+  H(u)``, ``H(u) = u^2 / 2`` for ``|u| <= 1`` else ``|u| - 1/2``; ``dH/du = clip(u, -1,
+  1)``, ``du/dz = -1``."""
+  k, q = z.shape
+  m = target.shape[1]
+  tau = (np.arange(q) + 0.5) / q
+  u = target[:, None, :] - z[:, :, None]
+  weight = np.abs(tau[None, :, None] - (u < 0))
+  huber = np.where(np.abs(u) <= 1.0, 0.5 * u ** 2, np.abs(u) - 0.5)
+  loss = float(np.mean(weight * huber))
+  d_z = -np.sum(weight * np.clip(u, -1.0, 1.0), axis=2) / (k * q * m)
+  return loss, d_z
+
+
+def tqc_target(p: dict, batch: dict, eps_next, hp: dict):
+  """Kuznetsov et al.'s eq. 10-11: the ``C Q`` quantiles of the target critics at ``a' ~
+  pi(s')`` pooled and sorted, the ``k = C (Q - d)`` smallest kept, ``y_j = r + gamma (1 -
+  done) (z_(j) - alpha log pi(a'|s'))``: ``[K, k]``."""
+  alpha = math.exp(p["log_alpha"])
+  a_next, logp_next, _ = sac_actor_forward(p["actor"], batch["next_obs"], eps_next,
+                                           hp["activation"])
+  z_next, _ = quantile_critics_forward(p["target_critic"], batch["next_obs"], a_next,
+                                       hp["activation"])
+  c, k, q = z_next.shape
+  pooled = np.sort(np.transpose(z_next, (1, 0, 2)).reshape(k, c * q), axis=1)
+  kept = pooled[:, :c * (q - hp["drop"])]
+  alive = (1.0 - batch["terminated"])[:, None]
+  return batch["reward"][:, None] + hp["gamma"] * alive * (kept - alpha * logp_next[:, None])
+
+
+def tqc_step(p: dict, opt: dict, batch: dict, eps_next, eps_pi, hp: dict) -> dict:
+  """One TQC gradient step: each critic on the quantile Huber loss toward the truncated
+  target (the critics' losses summed), the actor down ``mean(alpha log pi - mean_{c,i}
+  z_{c,i}(s, a))`` through the new critics, the temperature as SAC's, Polyak averaging."""
+  act, obs, k = hp["activation"], batch["obs"], batch["obs"].shape[0]
+  alpha = math.exp(p["log_alpha"])
+  target = tqc_target(p, batch, eps_next, hp)
+  z, caches = quantile_critics_forward(p["critic"], obs, batch["action"], act)
+  critic_grads, critic_loss = {}, 0.0
+  for i in range(z.shape[0]):
+    loss, d_z = quantile_huber(z[i], target)
+    critic_loss += loss
+    critic_grads[f"critic_{i}"], _ = quantile_critic_backward(
+        p["critic"][f"critic_{i}"], caches[i], d_z, act, obs.shape[1])
+  critic, critic_opt = adam(p["critic"], critic_grads, opt["critic"], hp["critic_lr"],
+                            hp["adam_eps"])
+
+  a, log_pi, f = sac_actor_forward(p["actor"], obs, eps_pi, act)
+  z_pi, caches = quantile_critics_forward(critic, obs, a, act)
+  c, _, q = z_pi.shape
+  actor_loss = float(np.mean(alpha * log_pi - np.mean(z_pi, axis=(0, 2))))
+  d_a = 0.0
+  for i in range(c):  # d/dz of -mean_{c,i} z / K, back to the action through each critic
+    _, d_ai = quantile_critic_backward(critic[f"critic_{i}"], caches[i],
+                                       -np.ones((k, q)) / (k * c * q), act, obs.shape[1])
+    d_a = d_a + d_ai
+  actor_grads = sac_actor_backward(p["actor"], f, d_a, np.full(k, alpha / k), act)
+  actor, actor_opt = adam(p["actor"], actor_grads, opt["actor"], hp["actor_lr"],
+                          hp["adam_eps"])
+  alpha_grad = -float(np.mean(log_pi + hp["target_entropy"]))
+  log_alpha, alpha_opt = adam(p["log_alpha"], alpha_grad, opt["alpha"], hp["alpha_lr"])
+  return dict(
+      critic=critic, critic_opt=critic_opt, critic_grads=critic_grads,
+      critic_loss=critic_loss, z=z, target=target, actor=actor, actor_opt=actor_opt,
+      actor_grads=actor_grads, actor_loss=actor_loss, log_alpha=log_alpha,
+      target_critic=polyak(p["target_critic"], critic, hp["tau"]),
+      target_actor=polyak(p["target_actor"], actor, hp["tau"]), entropy=-float(np.mean(log_pi)))
+
+
 # ------------------------------------------------------------------------- TD3, DDPG
 
 

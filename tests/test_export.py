@@ -26,7 +26,8 @@ from tests.agents.conftest import AGENTS, NETWORK, run_steps
 
 ort = pytest.importorskip("onnxruntime")  # the `export` extra
 
-FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac", "pqn")
+FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac", "tqc",
+            "pqn")
 # Keys besides the contract table's, and act/observe steps before export, where the policy
 # reads running statistics (observation normalization) that should move off their start.
 EXTRA_KEYS = {"ppo": dict(normalize_observations=True)}

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
 import parity
-from batchrl import cli
+import sbx_train  # the peer's script (its imports of sbx / SB3 are inside its functions)
+from batchrl import cli, configs
 
 
 @pytest.fixture
@@ -105,3 +107,53 @@ def test_the_best_counts_only_evaluations_after_learning_starts(args):
   assert parity.mean_learned([result, {"best_return": 5.0}], "td3") == ""
   assert (parity.summary_rows(args)[2]
           == "| td3 | Ant-v5 | batchrl | 1/1 | 379 | 379 | 315 | 218 |  |")
+
+
+@pytest.mark.parametrize("algo", parity.ALGOS)
+def test_the_peers_values_are_our_mujoco_presets(algo):
+  """``sbx_train.py`` trains sbx's SAC/TD3/TQC (or SB3's, sb3-contrib's) with the values of
+  our ``{algo}_mujoco``: a preset changed without its peer, or the reverse, would compare
+  different settings side by side. Adam's epsilon (1e-8), no gradient clipping and the
+  target entropy -|A| are the peers' defaults, so ours must be them too."""
+  config = configs.get(f"{algo}_mujoco").config
+  peer = sbx_train.settings(algo)
+  assert peer["learning_rate"] == config.learning_rate == config.critic_learning_rate
+  assert (peer["batch_size"], peer["gamma"], peer["tau"], peer["buffer_size"]) == (
+      config.batch_size, config.discount, config.update_target_weight,
+      config.memory_capacity)
+  assert (peer["train_freq"], peer["gradient_steps"]) == (
+      config.update_frequency, config.repeat_update) == (1, 1)
+  assert config.target_update_frequency == 1
+  assert peer["learning_starts"] == config.first_update
+  # the peer's uniform start (--uniform-start) lasts until learning starts, as ours
+  assert config.start_steps in (0, config.first_update)
+  assert parity.starts_uniform(algo) == (config.start_steps > 0)
+  assert tuple(peer["net_arch"]) == config.actor_layers == config.critic_layers
+  assert config.activation == "relu" and config.network is None
+  assert config.adam_epsilon == 1e-8 and config.max_grad_norm is None
+  if algo in ("sac", "tqc"):
+    assert peer["ent_coef"] == f"auto_{config.initial_alpha}"
+    assert config.alpha_learning_rate == peer["learning_rate"]
+    assert config.target_entropy is None and "target_entropy" not in peer  # both -|A|
+  if algo == "td3":
+    assert (peer["policy_delay"], peer["target_policy_noise"], peer["target_noise_clip"]) == (
+        config.policy_delay, config.target_noise, config.target_noise_clip)
+    assert json.loads(config.exploration) == {"type": "gaussian",
+                                              "sigma": peer["action_noise"]}
+  else:
+    assert peer["action_noise"] is None
+  if algo == "tqc":
+    assert (peer["n_critics"], peer["n_quantiles"], peer["top_quantiles_to_drop_per_net"]) == (
+        config.num_critics, config.num_quantiles, config.drop_quantiles)
+
+
+def test_tqc_runs_our_tqc_mujoco_beside_sbx_tqc_starting_from_the_policy(args):
+  args.algos, args.libraries = ["tqc"], ["batchrl", "sbx", "sb3"]
+  assert [job[0] for job in parity.jobs(args) if job[3] == 0] == ["batchrl", "sbx", "sb3"]
+  parsed = cli._parser().parse_args(parity.ours_command("tqc", "Hopper-v5", 0, args)[3:])
+  assert parsed.config == "tqc_mujoco" and parsed.timestamp == "tqc-Hopper-v5-s0"
+  cmd = parity.peer_command("sbx", "tqc", "Hopper-v5", 0, args)
+  assert cmd[cmd.index("--algo") + 1] == "tqc" and "--uniform-start" not in cmd
+  assert parity.learning_starts("tqc") == 5_000
+  assert sbx_train.distribution("sb3", "tqc") == "sb3-contrib"
+  assert sbx_train.distribution("sb3", "sac") == "stable-baselines3"

@@ -217,7 +217,7 @@ def test_continuous_actions_and_uneven_minibatches_fail_at_init():
   """Checked when the model is built for its envs: traced only, nothing runs."""
   init = lambda config, spec: jax.eval_shape(
       lambda k: make_pqn(config).init(k, spec), jax.random.key(0))
-  with pytest.raises(ConfigError, match="continuous.*'ppo', 'sac', 'td3', 'ddpg' or 'naf'"):
+  with pytest.raises(ConfigError, match="continuous.*'ppo', 'sac', 'tqc', 'td3', 'ddpg' or 'naf'"):
     init(TINY, EnvSpec(BOX, gym.spaces.Box(-1.0, 1.0, (1,), np.float32), 4))
   with pytest.raises(ConfigError, match=r"num_minibatches \(5\) must divide the rollout of "
                      r"rollout_length \* num_envs = 8 \* 3 = 24"):

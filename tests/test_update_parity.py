@@ -79,6 +79,9 @@ from batchrl.agents.ppo import make_ppo, shuffle
 from batchrl.agents.ppo.config import PPOConfig
 from batchrl.agents.sac import SACConfig, make_sac
 from batchrl.agents.td3 import TD3Config, make_td3
+from batchrl.agents.tqc import TQCConfig, make_tqc
+from batchrl.agents.tqc.losses import tqc_target
+from batchrl.memories import TransitionItem
 from batchrl.networks.distributions import DiagGaussian
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
@@ -295,6 +298,84 @@ def test_sac_reference_gradients_match_finite_differences(sac):
     q, _ = ref.critics_forward(critic, batch["obs"], batch["action"], "relu")
     return float(np.sum(0.5 * np.mean((q - e["target"]) ** 2, axis=1)))
   numeric = ref.finite_difference_grads(critic_loss, sac["params"]["critic"])
+  assert_trees_close(e["critic_grads"], numeric, "reference critic gradient")
+
+
+# -------------------------------------------------------------------------------- TQC
+
+
+@pytest.fixture(scope="module")
+def tqc():
+  """3 critics of 5 quantiles, 2 of each dropped: 9 target atoms per sample."""
+  model = make_tqc(TQCConfig(**TINY, initial_alpha=0.4, alpha_learning_rate=0.05,
+                             num_critics=3, num_quantiles=5, drop_quantiles=2))
+  data = experience(np.random.default_rng(1))
+  state = replay_state(model, data, seed=1)
+  new, metrics = jax.jit(model.update)(state)
+  batch_key, target_key, actor_key = gradient_step_keys(state.key)
+  batch = batch_of(data, batch_key)
+  params, opt = reference_inputs(state)
+  hp = dict(HP, activation="relu", alpha_lr=0.05, target_entropy=-2.0, drop=2)
+  expected = ref.tqc_step(params, opt, batch, normal(target_key), normal(actor_key), hp)
+  return dict(state=state, new=new, metrics=metrics, expected=expected, batch=batch,
+              params=params, target_key=target_key, hp=hp)
+
+
+def test_tqc_target_is_the_truncated_pooled_quantiles_minus_alpha_log_pi(tqc):
+  """The target atoms themselves, from batchrl's loss function on the same inputs."""
+  model_nets = ac_networks.make_networks(
+      TQCConfig(**TINY), tqc["state"].info, 3, True, "tqc", num_quantiles=5)
+  items = tqc_items(tqc["batch"])
+  config = TQCConfig(**TINY, num_critics=3, num_quantiles=5, drop_quantiles=2)
+  p = tqc["state"].params
+  got = tqc_target(config, model_nets, p.actor, p.target_critic, items, tqc["target_key"],
+                   jnp.exp(p.log_alpha))
+  assert got.shape == (K, 9)
+  assert_close(got, tqc["expected"]["target"], "truncated target atoms")
+  m = tqc["metrics"]
+  assert float(m["learning"]) == 1.0
+  assert_close(m["target_mean"], np.mean(tqc["expected"]["target"]), "mean target")
+  assert_close(m["q_mean"], np.mean(tqc["expected"]["z"]), "mean quantile")
+
+
+def tqc_items(batch: dict):
+  """The batch as the memory's items (float32, as stored)."""
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  return TransitionItem(f32(batch["obs"]), f32(batch["action"]), f32(batch["reward"]),
+                        jnp.asarray(batch["terminated"], bool), jnp.zeros(K, bool),
+                        f32(batch["next_obs"]))
+
+
+def test_tqc_critic_loss_gradient_and_adam_step_match(tqc):
+  before, after, e = tqc["state"].opt_state, tqc["new"].opt_state, tqc["expected"]
+  assert_close(tqc["metrics"]["critic_loss"], e["critic_loss"], "quantile Huber loss")
+  assert_trees_close(gradients_taken(before.critic, after.critic), e["critic_grads"],
+                     "critic gradient")
+  assert_trees_close(tqc["new"].params.critic, e["critic"], "critic after Adam")
+
+
+def test_tqc_actor_climbs_the_mean_quantile_of_the_new_critics(tqc):
+  before, after, e = tqc["state"].opt_state, tqc["new"].opt_state, tqc["expected"]
+  assert_close(tqc["metrics"]["actor_loss"], e["actor_loss"], "actor loss")
+  assert_trees_close(gradients_taken(before.actor, after.actor), e["actor_grads"],
+                     "actor gradient")
+  assert_trees_close(tqc["new"].params.actor, e["actor"], "actor after Adam")
+
+
+def test_tqc_temperature_and_targets(tqc):
+  e, new = tqc["expected"], tqc["new"]
+  assert_close(new.params.log_alpha, e["log_alpha"], "log alpha after Adam")
+  assert_close(tqc["metrics"]["entropy"], e["entropy"], "entropy estimate")
+  assert_trees_close(new.params.target_critic, e["target_critic"], "target critics")
+
+
+def test_tqc_reference_critic_gradient_matches_finite_differences(tqc):
+  e, batch = tqc["expected"], tqc["batch"]
+
+  def loss(critic):
+    z, _ = ref.quantile_critics_forward(critic, batch["obs"], batch["action"], "relu")
+    return sum(ref.quantile_huber(z[i], e["target"])[0] for i in range(z.shape[0]))
+  numeric = ref.finite_difference_grads(loss, tqc["params"]["critic"])
   assert_trees_close(e["critic_grads"], numeric, "reference critic gradient")
 
 

@@ -5,7 +5,7 @@ configs), ``batchrl run``, ``batchrl configs`` and Ray. Adding an agent is its f
 """
 from __future__ import annotations
 
-from batchrl.agents import a2c, ddpg, dqfd, dqn, naf, ppo, pqn, sac, simple, td3, trpo, vpg
+from batchrl.agents import a2c, ddpg, dqfd, dqn, naf, ppo, pqn, sac, simple, td3, tqc, trpo, vpg
 from batchrl.agents.family import AgentFamily, AgentType
 from batchrl.configclass import ConfigError
 from batchrl.errors import did_you_mean
@@ -22,6 +22,7 @@ FAMILIES: tuple[AgentFamily, ...] = (
     ddpg.FAMILY,
     td3.FAMILY,
     sac.FAMILY,
+    tqc.FAMILY,
     simple.FAMILY,
 )
 

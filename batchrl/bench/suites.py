@@ -84,6 +84,7 @@ REFERENCES: dict[tuple[str, str], tuple[Reference, ...]] = {
     ("td3", "Hopper"): (Reference(_CLEANRL, 3135, _M, 360), Reference(_ZOO, 3606, _M)),
     ("td3", "Walker2d"): (Reference(_CLEANRL, 4058, _M, 659), Reference(_ZOO, 4718, _M)),
     ("td3", "Ant"): (Reference(_ZOO, 5813, _M),),
+    ("tqc", "HalfCheetah"): (Reference(_ZOO, 12090, _M),),
     ("ppo", "HalfCheetah"): (Reference("CleanRL ppo_continuous_action (v4)", 1443, _M),
                              Reference("SB3 rl-zoo (v3)", 5819, _M)),
     ("ppo", "Hopper"): (Reference("CleanRL ppo_continuous_action (v4)", 2383, _M),

@@ -1,5 +1,6 @@
-"""DDPG, TD3 and SAC named experiments (``batchrl train``); their config classes are in
-``batchrl.agents.ddpg``, ``batchrl.agents.td3`` and ``batchrl.agents.sac``.
+"""DDPG, TD3, SAC and TQC named experiments (``batchrl train``); their config classes are in
+``batchrl.agents.ddpg``, ``batchrl.agents.td3``, ``batchrl.agents.sac`` and
+``batchrl.agents.tqc``.
 
 Named configs for ``batchrl train``:
 
@@ -9,21 +10,25 @@ name                     backend    what
 ``ddpg_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: DDPG
 ``td3_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TD3
 ``sac_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SAC
+``tqc_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TQC
 ``ddpg_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: DDPG
 ``td3_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: TD3
 ``sac_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: SAC
+``tqc_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: TQC
 ``sac_cartpole``         gymnasium  CartPole-v1, 4 envs in this process, 50k steps: discrete
                                     SAC (2x64 MLPs, batch 128)
 ``sac_cartpole_fused``   gymnax     CartPole-v1, 4 envs, 50k steps, one compiled program:
                                     discrete SAC (2x64 MLPs, batch 128)
 ``sac_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
 ``td3_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TD3
+``tqc_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
 =======================  =========  ========================================================
 
 All of them take one gradient step per environment step (the Pendulum ones
 ``repeat_update=4`` per store of 4 envs) with batch 256 and 2x256 MLPs, except the three
-with time targets (issue 17: ``sac_pendulum``, ``td3_pendulum``, ``sac_pendulum_fused``),
-which use 2x64 (rejax's SAC width; ``sac_pendulum_fused`` also batch 128). On a CPU those
+with time targets (issue 17: ``sac_pendulum``, ``td3_pendulum``, ``sac_pendulum_fused``)
+and the TQC ones beside them, which use 2x64 (rejax's SAC width; ``sac_pendulum_fused`` and
+``tqc_pendulum_fused`` also batch 128). On a CPU those
 runs are bound by the gradient step's matrix products (fused SAC, batch 256, per gradient
 step: 0.3 ms at 2x16, 1.1 ms at 2x64, 2.7 ms at 2x128, about 10 ms at 2x256), and 2x64
 learns Pendulum as well (best evaluations below). Measured figures
@@ -35,6 +40,7 @@ from __future__ import annotations
 from batchrl.agents.ddpg.presets import pendulum_ddpg
 from batchrl.agents.sac.presets import cartpole_sac, mujoco_sac, pendulum_sac
 from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
+from batchrl.agents.tqc.presets import mujoco_tqc, pendulum_tqc
 from batchrl.configs.run import Experiment, RunConfig
 
 _PER_STEP = dict(update_frequency=1, repeat_update=4)  # 4 envs: one gradient step per step
@@ -219,6 +225,43 @@ def td3_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   return Experiment("td3_mujoco", _mujoco(env, steps), mujoco_td3(), agent="td3")
 
 
+def tqc_pendulum():
+  """Gymnasium Pendulum-v1, TQC with 2x64 MLPs (``sac_pendulum``'s values; 2 critics of 25
+  quantiles, 2 dropped per critic), 20k steps.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
+  -1457 at 2k, -220 at 4k, -150 at 6k, -119 at 10k, best -60 at 12k, -203 at 20k (as
+  ``sac_pendulum``: -61 best, -206 at 20k); 165 s whole run (105 s of CPU) on 2 CPU cores
+  shared with a CI run."""
+  return Experiment("tqc_pendulum", _host(20_000), pendulum_tqc(**_PER_STEP, **_NARROW),
+                    agent="tqc")
+
+
+def tqc_pendulum_fused():
+  """gymnax Pendulum-v1, TQC with 2x64 MLPs and batch 128 (``sac_pendulum_fused``'s values;
+  2 critics of 25 quantiles, 2 dropped per critic), 10k steps; the run is one compiled
+  program.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 1k steps):
+  -1542 at 1k, -903 at 3k, -208 at 4k, -120 at 5k, best -92 at 8k, -117 at 10k (as
+  ``sac_pendulum_fused``: best -92, -118 at 10k); 41 s whole run (27 s of CPU), compilation
+  included, on 2 CPU cores shared with a CI run."""
+  return Experiment("tqc_pendulum_fused", _fused(10_000),
+                    pendulum_tqc(**_PER_STEP, **_NARROW, batch_size=128), agent="tqc")
+
+
+def tqc_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """TQC on a MuJoCo task (HalfCheetah-v5; any other with ``--set env=Hopper-v5``) with
+  sb3-contrib's and sbx's values (``batchrl.agents.tqc.presets.mujoco_tqc``: ``sac_mujoco``'s
+  with 2 critics of 25 quantiles, the 2 largest of each dropped), 1M steps of 1 env, one
+  gradient step per environment step from step 5000 on, a greedy evaluation episode every
+  50k steps (``sac_mujoco``'s run).
+
+  Published (rl-zoo's TQC on v3 at 1M): HalfCheetah 12090, against SAC's 9535. Not yet run
+  to 100k here (issue 51 leaves it to ``benchmarks/parity.py`` beside sbx)."""
+  return Experiment("tqc_mujoco", _mujoco(env, steps), mujoco_tqc(), agent="tqc")
+
+
 def sac_continuous() -> Experiment:
   """SAC for any continuous-action task (``--set env=LunarLanderContinuous-v3``, or your
   own ``--set env=my_pkg.envs:Reach-v0``): the published values of ``sac_mujoco``
@@ -252,4 +295,8 @@ NAMED = {
                    "published values (1M steps)"),
     "td3_mujoco": (td3_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TD3 with the "
                    "published values (1M steps)"),
+    "tqc_pendulum": (tqc_pendulum, "Pendulum-v1 (gymnasium), TQC (20k steps)"),
+    "tqc_pendulum_fused": (tqc_pendulum_fused, "Pendulum-v1 in gymnax, TQC (10k steps)"),
+    "tqc_mujoco": (tqc_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TQC with "
+                   "sb3-contrib's and sbx's values (1M steps)"),
 }

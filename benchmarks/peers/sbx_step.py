@@ -1,6 +1,6 @@
-"""Time per learning step of sbx's (or SB3's) SAC or TD3 on a MuJoCo task: one env, one
-gradient step per env step, the values ``sbx_train.py`` uses (batchrl's ``mujoco_sac`` /
-``mujoco_td3``).
+"""Time per learning step of sbx's (or SB3's / sb3-contrib's) SAC, TD3 or TQC on a MuJoCo
+task: one env, one gradient step per env step, the values ``sbx_train.py`` uses (batchrl's
+``mujoco_sac`` / ``mujoco_td3`` / ``mujoco_tqc``).
 
 Runs in the peers' venv; prints one JSON line (``benchmarks/sac_step.py`` runs it):
 
@@ -41,7 +41,7 @@ def main() -> None:
   start, cpu = time.perf_counter(), time.process_time()
   model.learn(total_timesteps=args.steps, reset_num_timesteps=False)
   wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-  dist = "sbx-rl" if args.library == "sbx" else "stable-baselines3"
+  dist = sbx_train.distribution(args.library, args.algo)
   _common.emit({"peer": f"{args.library}_{args.algo}_step",
                 "library": f"{args.library} {version(dist)}",
                 "env": args.env, "steps": args.steps, "step_ms": wall / args.steps * 1e3,

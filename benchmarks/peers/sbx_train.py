@@ -1,19 +1,23 @@
-"""One SAC or TD3 run of sbx (Stable-Baselines-Jax) or SB3 on a MuJoCo task, resumable.
+"""One SAC, TD3 or TQC run of sbx (Stable-Baselines-Jax) or SB3 / sb3-contrib on a MuJoCo
+task, resumable.
 
 Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
 
     benchmarks/.peers-venv/bin/python benchmarks/peers/sbx_train.py --algo sac \\
         --env Hopper-v5 --steps 100000 --eval-every 10000 --save-dir /tmp/sbx-hopper
 
-The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` train with (its presets
-``mujoco_sac`` and ``mujoco_td3``, the values the published implementations share), so a
-side-by-side run differs in the implementation only: 2x256 ReLU MLPs, Adam 3e-4, batch 256,
-gamma 0.99, tau 0.005, a 1M memory, one gradient step per env step from ``learning_starts``
-on (SAC 5000, TD3 25000); SAC's temperature learned from 1.0 toward -|A|; TD3's Gaussian
-exploration noise 0.1, target noise 0.2 clipped at 0.5, an actor step every 2 gradient
-steps. Before learning starts the untrained policy acts, as batchrl's ``sac_mujoco``;
-``--uniform-start`` keeps SB3's own uniform random actions there instead, as
-``td3_mujoco``'s ``start_steps`` (``benchmarks/parity.py`` passes it for TD3).
+The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` / ``tqc_mujoco`` train with
+(its presets ``mujoco_sac``, ``mujoco_td3`` and ``mujoco_tqc``, the values the published
+implementations share), so a side-by-side run differs in the implementation only: 2x256
+ReLU MLPs, Adam 3e-4, batch 256, gamma 0.99, tau 0.005, a 1M memory, one gradient step per
+env step from ``learning_starts`` on (SAC and TQC 5000, TD3 25000); SAC's and TQC's
+temperature learned from 1.0 toward -|A|; TQC's 2 critics of 25 quantiles, the 2 largest
+of each dropped from the target; TD3's Gaussian exploration noise 0.1, target noise 0.2
+clipped at 0.5, an actor step every 2 gradient steps. ``--library sb3`` runs SB3's SAC and
+TD3 and sb3-contrib's TQC. Before learning starts the untrained policy acts, as batchrl's
+``sac_mujoco`` and ``tqc_mujoco``; ``--uniform-start`` keeps SB3's own uniform random
+actions there instead, as ``td3_mujoco``'s ``start_steps`` (``benchmarks/parity.py``
+passes it for TD3).
 
 With ``--save-dir`` the run trains in chunks of ``--eval-every`` steps and saves the model,
 the replay buffer and the evaluations after each, so a killed run continues from its last
@@ -36,7 +40,12 @@ VALUES = {
     "sac": dict(COMMON, learning_starts=5_000, ent_coef="auto_1.0"),
     "td3": dict(COMMON, learning_starts=25_000, policy_delay=2, target_policy_noise=0.2,
                 target_noise_clip=0.5),
+    "tqc": dict(COMMON, learning_starts=5_000, ent_coef="auto_1.0",
+                top_quantiles_to_drop_per_net=2),
 }
+NET_ARCH = [256, 256]
+# the policy's own settings beside net_arch (sbx's TQCPolicy and sb3-contrib's: their defaults)
+POLICY = {"tqc": dict(n_quantiles=25, n_critics=2)}
 NOISE_STD = {"td3": 0.1}  # Gaussian exploration noise, in units of the action half range
 
 
@@ -50,8 +59,24 @@ def model_class(library: str, algo: str, paper_td3: bool = False):
     return getattr(sbx, algo.upper())
   if paper_td3:
     raise SystemExit("--paper-td3 changes sbx's TD3 (SB3's TD3 is the paper's already)")
+  if algo == "tqc":
+    import sb3_contrib
+    return sb3_contrib.TQC
   import stable_baselines3
   return getattr(stable_baselines3, algo.upper())
+
+
+def distribution(library: str, algo: str) -> str:
+  """The package whose version names the peer: sbx-rl, stable-baselines3 or sb3-contrib."""
+  if library == "sbx":
+    return "sbx-rl"
+  return "sb3-contrib" if algo == "tqc" else "stable-baselines3"
+
+
+def settings(algo: str) -> dict:
+  """The values a run of ``algo`` trains with (the result's ``settings``)."""
+  return dict(VALUES[algo], net_arch=NET_ARCH, **POLICY.get(algo, {}),
+              action_noise=NOISE_STD.get(algo))
 
 
 def paper_td3_class():
@@ -89,7 +114,7 @@ def paper_td3_class():
 def build(library: str, algo: str, env, seed: int, uniform_start: bool,
           paper_td3: bool = False):
   import numpy as np
-  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=[256, 256]))
+  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=NET_ARCH, **POLICY.get(algo, {})))
   if algo in NOISE_STD:
     from stable_baselines3.common.noise import NormalActionNoise
     n = env.action_space.shape[0]
@@ -191,15 +216,14 @@ def main() -> None:
     state["evals"].append([int(model.num_timesteps), float(mean), float(std)])
     if args.save_dir:
       save(model, args.save_dir, state)
-  dist = "sbx-rl" if args.library == "sbx" else "stable-baselines3"
+  dist = distribution(args.library, args.algo)
   result = {"peer": f"{args.library}_{args.algo}", "library": f"{args.library} {version(dist)}",
             "device": "cpu", "algo": args.algo, "env": args.env, "seed": args.seed,
             "steps": int(model.num_timesteps), "setup_s": round(setup_s, 3),
             "train_s": round(state["train_s"], 3), "eval_s": round(state["eval_s"], 3),
             "eval_every": every, "eval_episodes": args.episodes,
             "uniform_start": args.uniform_start, "paper_td3": args.paper_td3,
-            "settings": dict(VALUES[args.algo], net_arch=[256, 256],
-                             action_noise=NOISE_STD.get(args.algo))}
+            "settings": settings(args.algo)}
   result.update(_common.summarize([tuple(e) for e in state["evals"]], args.target))
   _common.emit(result)
 

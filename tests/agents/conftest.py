@@ -76,6 +76,9 @@ AGENTS: dict[str, AgentCase] = {case.id: case for case in (
     AgentCase("sac", PENDULUM, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE),
     AgentCase("sac", CARTPOLE, _ACTOR_CRITIC, ("discont", "discount"), _OUT_OF_RANGE,
               variant="discrete"),
+    AgentCase("tqc", PENDULUM, dict(_ACTOR_CRITIC, num_quantiles=5),
+              ("num_quantile", "num_quantiles"),
+              _OUT_OF_RANGE + (("drop_quantiles", 5),)),
     AgentCase("dqfd", CARTPOLE, dict(_REPLAY, demo_memory_capacity=64),
               ("discont", "discount"), _OUT_OF_RANGE),
     # takes no keys at all: every key is unknown, and there is nothing out of range
@@ -99,6 +102,7 @@ FUSED_CONFIGS = {
     "ddpg": "ddpg_pendulum_fused",
     "td3": "td3_pendulum_fused",
     "sac": "sac_pendulum_fused",
+    "tqc": "tqc_pendulum_fused",
 }
 
 

@@ -79,6 +79,36 @@ class DeterministicActorConfig(ActorCriticConfig):
     parse_exploration(self.exploration, "actor_critic.exploration")
 
 
+@configclass
+class StochasticActorConfig(ActorCriticConfig):
+  """``ActorCriticConfig`` plus the entropy temperature of a stochastic actor (Haarnoja et al.
+  2018, "SAC algorithms and applications"): alpha learned toward ``target_entropy`` (default
+  minus the action size; for a Discrete action of n values 0.7 log n:
+  ``batchrl.agents.actor_critic.temperature.DISCRETE_TARGET_ENTROPY_SCALE`` says why). The
+  base of ``SACConfig`` and ``TQCConfig``."""
+
+  initial_alpha: float = param(1.0, "The entropy temperature alpha at the start.")
+  alpha_learning_rate: float = param(3e-4, "Adam step size of log alpha; 0: alpha stays "
+                                     "initial_alpha.")
+  target_entropy: float | None = param(None, "The policy entropy (nats) alpha steers toward; "
+                                       "None: minus the action size (float actions), 0.7 "
+                                       "log n (a Discrete action of n values; a given one "
+                                       "must be below log n).")
+
+  def __post_init__(self):
+    check_stochastic_actor(self, type(self).__name__.removesuffix("Config").lower())
+
+
+def check_stochastic_actor(c: StochasticActorConfig, prefix: str) -> None:
+  """The shared fields and the temperature's; errors name them as ``<prefix>.<field>``."""
+  check_actor_critic(c, prefix)
+  if not c.initial_alpha > 0:
+    raise ConfigError(f"{prefix}.initial_alpha must be > 0, got {c.initial_alpha!r}.")
+  if c.alpha_learning_rate < 0:
+    raise ConfigError(f"{prefix}.alpha_learning_rate must be >= 0, got "
+                      f"{c.alpha_learning_rate!r}.")
+
+
 def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   """The shared fields; errors name them as ``<prefix>.<field>``."""
   check_replay(c, prefix)  # repeat_update >= 1 among them

@@ -102,17 +102,21 @@ class CriticStep(NamedTuple):
 
 
 def critic_step(config, nets: ACNetworks, opt, critic, opt_state, items, weight: jax.Array,
-                target: jax.Array) -> CriticStep:
-  """One step of the ``C`` critics on their importance-weighted TD loss (Huber with
-  ``clip_loss``) against ``target [K]``, each regressing on its own."""
+                target: jax.Array, loss: Callable | None = None) -> CriticStep:
+  """One step of the ``C`` critics on their importance-weighted loss against ``target``,
+  each regressing on its own: ``loss(q, target, weight [K]) -> (loss, error [C, K])``, by
+  default the TD loss (Huber with ``clip_loss``) against ``target [K]``."""
+  if loss is None:
+    loss = lambda q, target, weight: critic_loss(q, target, weight, config.clip_loss)
+
   def objective(params):
     q = nets.critic(params, items.obs, items.action)
-    loss, error = critic_loss(q, target, weight, config.clip_loss)
-    return loss, (q, error)
+    value, error = loss(q, target, weight)
+    return value, (q, error)
 
-  (loss, (q, error)), grads = jax.value_and_grad(objective, has_aux=True)(critic)
+  (value, (q, error)), grads = jax.value_and_grad(objective, has_aux=True)(critic)
   critic, opt_state = adam_step(opt, grads, opt_state, critic)
-  return CriticStep(critic, opt_state, loss, q, error, grads)
+  return CriticStep(critic, opt_state, value, q, error, grads)
 
 
 def actor_step(opt, objective: Callable, actor, opt_state):

@@ -57,6 +57,7 @@ class ActorCriticKind:
   exploration: Exploration | None = None  # noise on a deterministic actor (DDPG, TD3)
   learns_alpha: bool = False  # SAC with alpha_learning_rate > 0: an optimizer for log alpha
   discrete_actions: bool = False  # a Discrete action space is learned, not refused (SAC)
+  num_quantiles: int = 0  # > 0: critics of the return's quantiles [C, N, Q] (TQC)
 
 
 class ACParams(NamedTuple):
@@ -121,7 +122,7 @@ def networks(config: ActorCriticConfig, kind: ActorCriticKind, info: SpaceInfo) 
   """The pure functions of ``kind``'s actor and critics for ``info`` (built where a
   function is traced: no module-level cache)."""
   return make_networks(config, info, kind.num_critics, kind.stochastic, kind.name,
-                       kind.discrete_actions)
+                       kind.discrete_actions, kind.num_quantiles)
 
 
 def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,

@@ -171,12 +171,14 @@ class Actor(nn.Module):
 
 class Critic(nn.Module):
   """``(obs, action [N, A]) -> Q [N]``; with ``num_values`` n > 0 (a Discrete action),
-  ``obs -> Q(s, .) [N, n]`` (the action input is not read)."""
+  ``obs -> Q(s, .) [N, n]`` (the action input is not read); with ``num_quantiles`` Q > 0
+  (TQC), ``(obs, action) -> `` the quantiles of the return ``[N, Q]``."""
 
   torso: nn.Module | None
   layers: tuple[int, ...]
   activation: str
   num_values: int = 0
+  num_quantiles: int = 0
 
   @nn.compact
   def __call__(self, obs, action):
@@ -184,24 +186,28 @@ class Critic(nn.Module):
     if self.num_values:
       return Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
     x = MLP(self.layers, self.activation)(jnp.concatenate([x, action], axis=-1))
+    if self.num_quantiles:
+      return Dense(self.num_quantiles, name="q")(x)
     return Dense(1, name="q")(x)[..., 0]
 
 
 class Critics(nn.Module):
   """``C`` independent critics: ``(obs, action) -> Q [C, N]`` (``[C, N, n]`` with
-  ``num_values``)."""
+  ``num_values``, ``[C, N, Q]`` with ``num_quantiles``)."""
 
   torsos: tuple[nn.Module, ...] | None
   num: int
   layers: tuple[int, ...]
   activation: str
   num_values: int = 0
+  num_quantiles: int = 0
 
   @nn.compact
   def __call__(self, obs, action):
     return jnp.stack([
         Critic(None if self.torsos is None else self.torsos[i], self.layers, self.activation,
-               self.num_values, name=f"critic_{i}")(obs, action) for i in range(self.num)])
+               self.num_values, self.num_quantiles, name=f"critic_{i}")(obs, action)
+        for i in range(self.num)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +218,8 @@ class ACNetworks:
     init: ``key -> (actor_params, critic_params)``.
     actor: ``(params, obs [N, ...]) -> action [N, A]`` (deterministic), ``(mean, log_std)``
       (squashed Gaussian) or logits ``[N, n]`` (Discrete; masked actions at the lowest float).
-    critic: ``(params, obs, action) -> Q [C, N]`` (Discrete: ``action`` int32 ``[N]`` indices).
+    critic: ``(params, obs, action) -> Q [C, N]`` (Discrete: ``action`` int32 ``[N]`` indices;
+      quantile critics: ``[C, N, Q]``).
     actions: normalized ``[N, A]`` <-> the env's actions, or ``DiscreteActions``.
     stochastic: whether the actor is a squashed Gaussian or categorical.
     q_values: Discrete only: ``(params, obs) -> Q(s, .) [C, N, n]``; None otherwise.
@@ -237,10 +244,11 @@ class ACNetworks:
 
 
 def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
-                  agent: str, discrete: bool = False) -> ACNetworks:
+                  agent: str, discrete: bool = False, num_quantiles: int = 0) -> ACNetworks:
   """The networks for ``info`` (flat layout: MLPs; tree layout: a torso per network from
   ``config.network``, 'auto' when None); ``discrete``: the agent learns one Discrete action
-  with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC)."""
+  with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC);
+  ``num_quantiles`` > 0: each critic gives that many quantiles of the return (TQC)."""
   actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
   if info.layout == "flat":
     actor_torso, critic_torsos = None, None
@@ -261,7 +269,8 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
     return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
                               example, prepare)
   actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic)
-  critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation)
+  critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
+                    num_quantiles=num_quantiles)
 
   # the example input is made per call: init may run inside a trace (a jitted or vmapped
   # init), whose arrays must not outlive it

@@ -35,7 +35,7 @@ def not_discrete_error(space: gym.Space) -> ConfigError:
   return ConfigError(
       f"PQN learns discrete actions only (it acts by the argmax of Q-values), but the action "
       f"space {space} has a continuous (float) part. For continuous actions use 'ppo', "
-      "'sac', 'td3', 'ddpg' or 'naf'.")
+      "'sac', 'tqc', 'td3', 'ddpg' or 'naf'.")
 
 
 def check_discrete(space: gym.Space) -> None:

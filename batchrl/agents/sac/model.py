@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 
 from batchrl.agents.actor_critic import model as actor_critic
+from batchrl.agents.actor_critic.temperature import learns_alpha, target_entropy
 from batchrl.agents.core import Model
 from batchrl.agents.sac.config import SACConfig
-from batchrl.agents.sac.update import learns_alpha, target_entropy, update
+from batchrl.agents.sac.update import update
 
 
 def make_sac(config: SACConfig | None = None, name: str = "sac") -> Model:

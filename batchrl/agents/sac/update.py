@@ -9,28 +9,17 @@ batch."""
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 
-from batchrl.agents.actor_critic import learning
-from batchrl.agents.actor_critic.losses import bellman_target, temperature_objective
+from batchrl.agents.actor_critic import learning, temperature
+from batchrl.agents.actor_critic.losses import bellman_target
 from batchrl.agents.actor_critic.model import ACOptState, ACParams, ACState
 from batchrl.agents.actor_critic.networks import ACNetworks
 from batchrl.agents.replay import updates as replay
 from batchrl.agents.sac.config import SACConfig
 from batchrl.agents.sac.losses import sac_actor_loss, sac_next_value
-from batchrl.configclass import ConfigError
-
-# The default target entropy of a categorical policy over n actions, as a fraction of the
-# largest entropy log n (as CleanRL's sac_atari, whose target_entropy_scale is 0.89;
-# Christodoulou (2019) used 0.98). Measured on fused CartPole (n = 2, seed 0, 20k steps, 2x64
-# MLPs): with 0.89 the target was out of reach (a policy that balances is decided in the
-# states near a fall) and alpha grew without end, to 1500; with 0.72 alpha held near 1.3;
-# with 0.5 and 0.3 it settled lower and the greedy policy stayed near 200-350. With 0.7 the
-# CartPole named configs reach 500 (batchrl.configs.actor_critic).
-DISCRETE_TARGET_ENTROPY_SCALE = 0.7
 
 
 def update(config: SACConfig, nets: ACNetworks, state: ACState):
@@ -46,7 +35,7 @@ def sac_step(config: SACConfig, nets: ACNetworks, move_targets: jax.Array, state
              key: jax.Array, params: ACParams, opt_state: ACOptState):
   """One gradient step on a fresh batch: ``(params, opt_state, index [K], |TD| [K],
   metrics)``."""
-  opts = learning.optimizers(config, learns_alpha(config))
+  opts = learning.optimizers(config, temperature.learns_alpha(config))
   batch_key, target_key, actor_key = learning.step_keys(key)
   batch = learning.sample_batch(config, state, batch_key)
   items = batch.items
@@ -66,11 +55,8 @@ def sac_step(config: SACConfig, nets: ACNetworks, move_targets: jax.Array, state
       opts.actor, objective, params.actor, opt_state.actor)
 
   # temperature: log alpha toward the target entropy, with log pi of the actor before its step
-  log_alpha, alpha_state, metrics = params.log_alpha, opt_state.alpha, dict(metrics)
-  if opts.alpha is not None:
-    log_alpha, alpha_state = temperature_step(config, nets, opts.alpha, log_alpha,
-                                              alpha_state, log_prob)
-    metrics["entropy"] = -jnp.mean(log_prob)
+  log_alpha, alpha_state, metrics = temperature.learn_temperature(
+      config, nets, opts.alpha, params.log_alpha, opt_state.alpha, log_prob, dict(metrics))
 
   # targets: Polyak toward the new networks when due (the target actor too, unread by SAC:
   # the state is the one every actor-critic agent has)
@@ -82,33 +68,3 @@ def sac_step(config: SACConfig, nets: ACNetworks, move_targets: jax.Array, state
   metrics.update(learning.step_metrics(target, critic, actor_loss, jnp.exp(log_alpha),
                                        jnp.float32(1.0)))
   return params, opt_state, batch.index, jnp.abs(critic.error[0]), metrics
-
-
-def temperature_step(config: SACConfig, nets: ACNetworks, opt, log_alpha, opt_state,
-                     log_prob):
-  """One step of ``log alpha`` down ``-log alpha mean(log pi + target_entropy)``:
-  ``(log_alpha, opt_state)``; ``log_prob [K]`` (discrete: ``sum_a pi log pi``)."""
-  grad = jax.grad(temperature_objective)(log_alpha, log_prob, target_entropy(config, nets))
-  return learning.adam_step(opt, grad, opt_state, log_alpha)
-
-
-def learns_alpha(config: SACConfig) -> bool:
-  """Whether the temperature learns (``alpha_learning_rate > 0``)."""
-  return config.alpha_learning_rate > 0
-
-
-def target_entropy(config: SACConfig, nets: ACNetworks) -> float:
-  """``config.target_entropy``, or when None ``-A`` (minus the action size) for float
-  actions and ``DISCRETE_TARGET_ENTROPY_SCALE * log n`` for a Discrete action of n values.
-  A discrete target at or above ``log n`` (no policy's entropy is higher) is a ConfigError."""
-  given = config.target_entropy
-  if not nets.discrete:
-    return -float(nets.actions.size) if given is None else float(given)
-  largest = math.log(nets.actions.n)
-  if given is None:
-    return DISCRETE_TARGET_ENTROPY_SCALE * largest
-  if not float(given) < largest:
-    raise ConfigError(f"sac.target_entropy must be below log {nets.actions.n} = {largest:.4g} "
-                      f"(the entropy of the uniform policy over the {nets.actions.n} "
-                      f"actions: alpha would grow without end), got {given!r}.")
-  return float(given)

@@ -1,0 +1,352 @@
+"""One TQC gradient step of batchrl equals one of sbx 0.28 (the peer), from the same
+parameters, batch and Gaussian noise, to float32 tolerance. Issue 51.
+
+Runs in the peers' venv with batchrl importable (the two share the JAX stack; sbx is never
+batchrl's dependency)::
+
+    PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py
+
+Prints the largest difference per tensor and exits 1 if any exceeds the tolerance.
+
+What runs on each side (HalfCheetah-v5's spaces: 17 observations, 6 actions; the values of
+our ``tqc_mujoco``: 2x256 ReLU MLPs, 2 critics of 25 quantiles, 2 dropped per critic, batch
+256, Adam 3e-4, gamma 0.99, tau 0.005; sbx's TQC built as ``peers/sbx_train.py`` builds it):
+
+- batchrl: the named config's ``Model.update`` (jitted), learning from step 0 on a memory
+  of 512 random transitions (a third ending their episode). The state it starts from is
+  that of three earlier updates (so Adam's moments are warm and of the gradients' scale:
+  a first Adam step is ``-lr sign(g)`` and would hide a gradient off by a factor), then
+  ``log alpha = log 0.3`` and target critics moved off the online ones by N(0, 0.01) noise
+  (so the temperature's factor and the Polyak step are seen). One gradient step follows:
+  critic step toward the truncated target, actor step, temperature step, target sync.
+- sbx: its own jitted static functions in the order its ``TQC._train`` calls them:
+  ``TQC.update_critic`` (the targets' pooled, sorted quantiles at ``a' ~ pi(s')``, the 4
+  largest dropped, minus ``alpha log pi``; each critic's quantile Huber loss), then
+  ``TQC.soft_update``, then ``TQC.update_actor_and_temperature`` (``update_actor`` and
+  ``update_temperature``), on ``TrainState``s built by ``sbx.TQC`` with our parameters,
+  Adam moments and log alpha copied in (flax trees renamed: our
+  ``MLP_0/Dense_{0,1}, mean, log_std`` are sbx's actor ``Dense_0..3``; our
+  ``critic_i/MLP_0/Dense_{0,1}, q`` are sbx's ``qf{i+1}_state`` ``Dense_0..2``), and the batch
+  our update drew (its indices from the same key).
+
+The noise: batchrl draws ``eps = normal(key, [256, 6])`` from its step's target and actor
+keys; sbx draws through tensorflow-probability from keys it splits itself, so here sbx's
+actor ``apply_fn`` returns its distribution with ``sample`` replaced by ``tanh(loc + scale *
+eps)``, batchrl's ``eps`` of the same call (the target's in ``update_critic``, the actor's in
+``update_actor``); ``log_prob`` is sbx's (tfp's) unchanged.
+
+One documented difference is bridged, not compared: the actor's log-std head. batchrl maps
+it by a tanh into [-5, 2], sbx clips it to [-20, 2]; as functions of the parameters they
+differ, so no copy of the parameters can give both the same actor. sbx runs here with its
+``SquashedGaussianActor`` subclassed to batchrl's head (the same layers, names and
+distribution; ``actor_class`` is sbx's own hook for it). Everything else is sbx's code.
+
+Compared after the step: both critics, both target critics, the actor, log alpha (and, as a
+diagnostic, the losses: batchrl's critic loss is the sum of sbx's two). Tolerance: every
+element within ``rtol 1e-4, atol 1e-6``, and the step itself (after - before) within 1e-3
+of the largest step in the tensor (a parameter of 0.1 moved by 3e-4 passes ``rtol 1e-4`` with
+a step 3% wrong; the second test catches that). Checked to fail (exit 1) when sbx keeps 48
+target atoms instead of 46, when the two noises are swapped, and when the critics' gradients
+are halved (sb3-contrib's loss scale, below).
+
+What else differs, none of it in one step's values here:
+
+- Order: sbx moves the target critics right after the critic step, before the actor and
+  temperature steps; batchrl after them (the actor step reads no target, so the values are
+  the same). batchrl also keeps a target actor moved by tau that nothing reads.
+- Loss bookkeeping: batchrl minimizes the sum of the two critics' quantile Huber losses in
+  one objective, sbx each critic's on its own state: the same gradient per critic.
+- sb3-contrib's TQC (torch, ``--library sb3``) takes the mean over both critics (each
+  critic's gradient halved: under Adam from zero moments the same steps but for epsilon),
+  steps the temperature first (its target and actor loss still use alpha before that step,
+  as here), clamps the log std to [-20, 2] as sbx, and initializes its layers as torch does.
+- Before learning starts sbx and SB3 act uniformly at random; ``peers/sbx_train.py``
+  patches them to act with the untrained policy, as ``tqc_mujoco`` does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "peers"))
+
+STORED = 512  # transitions in the memory
+RTOL, ATOL, STEP_TOL = 1e-4, 1e-6, 1e-3
+ENV = "HalfCheetah-v5"
+
+
+# ----------------------------------------------------------------------------- batchrl
+
+
+def batchrl_side(env):
+  """Our ``tqc_mujoco`` model, the state before the compared update, and the update's
+  output: ``(config, state, new_state, metrics)``."""
+  import jax
+  import jax.numpy as jnp
+
+  from batchrl import configs
+  from batchrl.agents.core import Transition
+  from batchrl.agents.tqc import make_tqc
+  from batchrl.specs import EnvSpec
+
+  config = dataclasses.replace(configs.get("tqc_mujoco").config, first_update=0,
+                               memory_capacity=STORED)
+  model = make_tqc(config)
+  state = model.init(jax.random.key(0), EnvSpec(env.observation_space, env.action_space, 1))
+  rng = np.random.default_rng(0)
+  obs_size, act_size = env.observation_space.shape[0], env.action_space.shape[0]
+  store = jax.jit(model.store)
+  f32 = lambda *shape, scale=1.0: jnp.asarray(rng.normal(0.0, scale, shape), jnp.float32)
+  for i in range(STORED):
+    state = store(state, Transition(
+        f32(1, obs_size), jnp.asarray(rng.uniform(-0.9, 0.9, (1, act_size)), jnp.float32),
+        f32(1), jnp.asarray([i % 3 == 1]), jnp.zeros(1, bool), f32(1, obs_size), {}))
+  update = jax.jit(model.update)
+  for _ in range(3):  # warm Adam moments, of the gradients' own scale
+    state = update(state)[0]
+  p = state.params
+  target = jax.tree.map(lambda x: x + f32(*x.shape, scale=0.01), p.critic)
+  state = state._replace(
+      params=p._replace(target_critic=target, log_alpha=jnp.float32(np.log(0.3))),
+      last_sync=jnp.zeros_like(state.last_sync))  # this update syncs the targets
+  new, metrics = update(state)
+  assert float(metrics["learning"]) == 1.0 and float(metrics["target_synced"]) == 1.0
+  return config, state, new, metrics
+
+
+def step_inputs(config, state, act_size: int):
+  """The batch and the noise of the update's one gradient step, drawn as batchrl's replay
+  update and ``actor_critic.learning.step_keys`` split its keys: ``(items, eps_target,
+  eps_actor)``."""
+  import jax
+
+  from batchrl.agents.actor_critic import learning
+
+  _, step_key = jax.random.split(state.key)
+  (key,) = jax.random.split(step_key, config.repeat_update)
+  batch_key, target_key, actor_key = learning.step_keys(key)
+  items = learning.sample_batch(config, state, batch_key).items
+  shape = (config.batch_size, act_size)
+  return items, jax.random.normal(target_key, shape), jax.random.normal(actor_key, shape)
+
+
+# -------------------------------------------------------------------------------- sbx
+
+
+def actor_class():
+  """sbx's ``SquashedGaussianActor`` with batchrl's log-std head (the one bridged
+  difference: tanh into [LOG_STD_MIN, LOG_STD_MAX] instead of sbx's clip to [-20, 2])."""
+  import flax.linen as nn
+  import jax.numpy as jnp
+  from sbx.common.distributions import TanhTransformedDistribution
+  from sbx.common.policies import SquashedGaussianActor
+  from tensorflow_probability.substrates.jax import distributions as tfd
+
+  from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
+
+  class BatchrlHeadActor(SquashedGaussianActor):
+    @nn.compact
+    def __call__(self, x):
+      x = x.reshape((x.shape[0], -1))
+      for width in self.net_arch:
+        x = self.activation_fn(nn.Dense(width)(x))
+      mean = nn.Dense(self.action_dim)(x)
+      squashed = jnp.tanh(nn.Dense(self.action_dim)(x))
+      log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1.0)
+      return TanhTransformedDistribution(
+          tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
+
+  return BatchrlHeadActor
+
+
+def with_noise(apply_fn, eps):
+  """sbx's actor ``apply_fn`` whose distribution samples ``tanh(loc + scale * eps)`` whatever
+  the seed (tfp would draw other normals from sbx's keys); its ``log_prob`` unchanged."""
+  def apply(params, obs):
+    dist = apply_fn(params, obs)
+    base = dist.distribution
+    dist.sample = lambda sample_shape=(), seed=None: dist.bijector.forward(
+        base.loc + base.stddev() * eps)
+    return dist
+  return apply
+
+
+def sbx_actor(ours: dict) -> dict:
+  return {"params": {"Dense_0": ours["MLP_0"]["Dense_0"], "Dense_1": ours["MLP_0"]["Dense_1"],
+                     "Dense_2": ours["mean"], "Dense_3": ours["log_std"]}}
+
+
+def ours_actor(sbx: dict) -> dict:
+  p = sbx["params"]
+  return {"MLP_0": {"Dense_0": p["Dense_0"], "Dense_1": p["Dense_1"]}, "mean": p["Dense_2"],
+          "log_std": p["Dense_3"]}
+
+
+def sbx_critic(ours: dict, i: int) -> dict:
+  c = ours[f"critic_{i}"]
+  return {"params": {"Dense_0": c["MLP_0"]["Dense_0"], "Dense_1": c["MLP_0"]["Dense_1"],
+                     "Dense_2": c["q"]}}
+
+
+def ours_critics(first: dict, second: dict) -> dict:
+  return {f"critic_{i}": {"MLP_0": {"Dense_0": s["params"]["Dense_0"],
+                                    "Dense_1": s["params"]["Dense_1"]},
+                          "q": s["params"]["Dense_2"]}
+          for i, s in enumerate((first, second))}
+
+
+def adam_moments(opt_state):
+  """The one ``ScaleByAdamState`` in an optax state."""
+  import jax
+  import optax
+  is_adam = lambda s: isinstance(s, optax.ScaleByAdamState)
+  (adam,) = [s for s in jax.tree.leaves(opt_state, is_leaf=is_adam) if is_adam(s)]
+  return adam
+
+
+def with_adam(opt_state, count, mu, nu):
+  """``opt_state`` (sbx's, any optax chain) with its Adam count and moments replaced."""
+  import jax
+  import optax
+  is_adam = lambda s: isinstance(s, optax.ScaleByAdamState)
+  return jax.tree.map(lambda s: s._replace(count=count, mu=mu, nu=nu) if is_adam(s) else s,
+                      opt_state, is_leaf=is_adam)
+
+
+def sbx_states(model, state):
+  """sbx's actor, critic and temperature ``TrainState``s holding our parameters, target
+  critics, log alpha and Adam states."""
+  import jax.numpy as jnp
+  policy, p, o = model.policy, state.params, state.opt_state
+  actor, critic, alpha = adam_moments(o.actor), adam_moments(o.critic), adam_moments(o.alpha)
+  actor_state = policy.actor_state.replace(
+      params=sbx_actor(p.actor), opt_state=with_adam(
+          policy.actor_state.opt_state, actor.count, sbx_actor(actor.mu), sbx_actor(actor.nu)))
+  critics = []
+  for i, qf in enumerate((policy.qf1_state, policy.qf2_state)):
+    critics.append(qf.replace(
+        params=sbx_critic(p.critic, i), target_params=sbx_critic(p.target_critic, i),
+        opt_state=with_adam(qf.opt_state, critic.count, sbx_critic(critic.mu, i),
+                            sbx_critic(critic.nu, i))))
+  wrap = lambda x: {"log_ent_coef": jnp.asarray(x, jnp.float32)}
+  ent = model.ent_coef_state
+  ent_state = ent.replace(params=wrap(p.log_alpha), opt_state=with_adam(
+      ent.opt_state, alpha.count, wrap(alpha.mu), wrap(alpha.nu)))
+  return actor_state, critics[0], critics[1], ent_state
+
+
+def sbx_side(env, state, items, eps_target, eps_actor):
+  """One gradient step of sbx's TQC (``_train``'s order) from our state:
+  ``(actor, critic, target_critic, log_alpha, losses)`` in our trees."""
+  import jax
+  import jax.numpy as jnp
+  import sbx
+
+  import sbx_train
+
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  model = sbx.TQC("MlpPolicy", env, seed=0, verbose=0, **sbx_train.VALUES["tqc"],
+                  policy_kwargs=dict(net_arch=sbx_train.NET_ARCH, **sbx_train.POLICY["tqc"],
+                                     actor_class=actor_class()))
+  actor_state, qf1, qf2, ent_state = sbx_states(model, state)
+  apply_fn = actor_state.apply_fn
+  log_std = jnp.log(jnp.concatenate([
+      apply_fn(actor_state.params, f32(x)).distribution.stddev() for x in (items.obs,
+                                                                           items.next_obs)]))
+  key = jax.random.key(1)  # sbx's own keys: only its (zero) dropout reads them here
+  discounts = jnp.full((items.reward.shape[0],), model.gamma, jnp.float32)
+  (qf1, qf2), (loss1, loss2, _), key = sbx.TQC.update_critic(
+      model.policy.n_target_quantiles, actor_state.replace(
+          apply_fn=with_noise(apply_fn, eps_target)), qf1, qf2, ent_state, f32(items.obs),
+      f32(items.action), f32(items.next_obs), f32(items.reward), f32(items.terminated),
+      discounts, key)
+  qf1, qf2 = sbx.TQC.soft_update(model.tau, qf1, qf2)
+  actor_state, (qf1, qf2), ent_state, actor_loss, _, key = (
+      sbx.TQC.update_actor_and_temperature(
+          actor_state.replace(apply_fn=with_noise(apply_fn, eps_actor)), qf1, qf2, ent_state,
+          f32(items.obs), model.target_entropy, key))
+  return dict(actor=ours_actor(actor_state.params),
+              critic=ours_critics(qf1.params, qf2.params),
+              target_critic=ours_critics(qf1.target_params, qf2.target_params),
+              log_alpha=ent_state.params["log_ent_coef"],
+              critic_loss=loss1 + loss2, actor_loss=actor_loss,
+              n_target_quantiles=model.policy.n_target_quantiles,
+              target_entropy=float(model.target_entropy),
+              log_std=(float(jnp.min(log_std)), float(jnp.max(log_std))))
+
+
+# ------------------------------------------------------------------------------- compare
+
+
+def leaves(tree, name: str) -> dict:
+  """``{"name/path/to/leaf": float64 array}`` of a parameter tree (a scalar: ``{name: x}``)."""
+  import jax
+  flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {"/".join([name, *(str(getattr(k, "key", k)) for k in path)]):
+          np.asarray(v, np.float64) for path, v in flat}
+
+
+def compare(name: str, ours, theirs, before) -> tuple[list, bool]:
+  """Rows ``(tensor, max |ours - sbx|, max |step|, max |ours - sbx| / max |step|)`` and
+  whether all are within tolerance."""
+  rows, ok = [], True
+  a, b, c = leaves(ours, name), leaves(theirs, name), leaves(before, name)
+  assert sorted(a) == sorted(b), (name, sorted(a), sorted(b))
+  for path in sorted(a):
+    diff = float(np.max(np.abs(a[path] - b[path])))
+    step = float(np.max(np.abs(a[path] - c[path])))
+    of_step = diff / step if step > 0 else (0.0 if diff == 0 else np.inf)
+    close = np.allclose(b[path], a[path], rtol=RTOL, atol=ATOL) and of_step <= STEP_TOL
+    ok &= bool(close)
+    rows.append((path, diff, step, of_step, close))
+  return rows, ok
+
+
+def main() -> int:
+  import gymnasium as gym
+  import sbx
+
+  from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
+
+  env = gym.make(ENV)
+  config, state, new, metrics = batchrl_side(env)
+  items, eps_target, eps_actor = step_inputs(config, state, env.action_space.shape[0])
+  theirs = sbx_side(env, state, items, eps_target, eps_actor)
+  assert theirs["n_target_quantiles"] == config.kept_quantiles == 46
+  assert theirs["target_entropy"] == -env.action_space.shape[0]  # ours: None, i.e. -|A|
+
+  p, q = state.params, new.params
+  rows, ok = [], True
+  for name, ours, before in (("critic", q.critic, p.critic),
+                             ("target_critic", q.target_critic, p.target_critic),
+                             ("actor", q.actor, p.actor),
+                             ("log_alpha", q.log_alpha, p.log_alpha)):
+    got, fine = compare(name, ours, theirs[name], before)
+    rows += got
+    ok &= fine
+  print(f"one TQC gradient step, batchrl ({config.num_critics} critics x "
+        f"{config.num_quantiles} quantiles, {config.kept_quantiles} target atoms, batch "
+        f"{config.batch_size}, {ENV} spaces) vs sbx {sbx.__version__}, the same noise; "
+        f"log std: batchrl's head, range [{LOG_STD_MIN}, {LOG_STD_MAX}], on both sides "
+        f"(in the batch: {theirs['log_std'][0]:.2f} .. {theirs['log_std'][1]:.2f})\n")
+  print(f"{'tensor':44s} {'max |batchrl - sbx|':>20s} {'max |step|':>11s} {'/ step':>9s}")
+  for path, diff, step, of_step, close in rows:
+    print(f"{path:44s} {diff:20.3e} {step:11.3e} {of_step:9.2e}{'' if close else '  FAIL'}")
+  losses = [("critic loss (batchrl: sum of sbx's two)", metrics["critic_loss"],
+             theirs["critic_loss"]), ("actor loss", metrics["actor_loss"],
+                                      theirs["actor_loss"])]
+  print()
+  for what, a, b in losses:
+    print(f"{what:44s} batchrl {float(a):.7g}  sbx {float(b):.7g}  diff {abs(a - b):.2e}")
+  verdict = "PASS" if ok else "FAIL"
+  print(f"\n{verdict}: every element within rtol {RTOL:g}, atol {ATOL:g}, and every step within "
+        f"{STEP_TOL:g} of the tensor's largest step")
+  return 0 if ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
