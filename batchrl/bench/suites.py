@@ -145,6 +145,11 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               "sac_cartpole_fused"))),
     Suite("minatar", "DQN and PQN on MinAtar Breakout (gymnax) at their named budgets",
           (Entry("dqn_minatar_breakout"), Entry("pqn_minatar_breakout"))),
+    Suite("mujoco-100k", "SAC, TD3 and TQC with the published MuJoCo values on five v5 "
+          "tasks (Humanoid added), 100k steps: how much each learns per sample",
+          tuple(Entry(config, env, 100_000)
+                for config in ("sac_mujoco", "td3_mujoco", "tqc_mujoco")
+                for env in _MUJOCO + ("Humanoid-v5",))),
     Suite("mujoco-300k", "SAC, TD3 and PPO with the published MuJoCo values on four v5 "
           "tasks, 300k steps", tuple(Entry(config, env, 300_000)
                                      for config in ("sac_mujoco", "td3_mujoco", "ppo_mujoco")
