@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from batchrl import Agent
+from batchrl.agents import families
 from batchrl.cli import main
 from batchrl.errors import UserInputError
 from batchrl.export_run import _wrapper_maps
@@ -26,8 +27,8 @@ from tests.agents.conftest import AGENTS, NETWORK, run_steps
 
 ort = pytest.importorskip("onnxruntime")  # the `export` extra
 
-FAMILIES = ("ppo", "vpg", "trpo", "a2c", "dqn", "naf", "dqfd", "ddpg", "td3", "sac", "tqc",
-            "pqn")
+# every family that trains (has a config class): a new agent is exported here without an edit
+FAMILIES = tuple(families.trainable())
 # Keys besides the contract table's, and act/observe steps before export, where the policy
 # reads running statistics (observation normalization) that should move off their start.
 EXTRA_KEYS = {"ppo": dict(normalize_observations=True)}
