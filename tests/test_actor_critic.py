@@ -394,10 +394,11 @@ def test_td3_learns_pendulum_within_8k_steps(learning_seed):
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_tqc_learns_pendulum_within_5k_steps(learning_seed):
-  """Measured after each 1k steps: seed 0 -1671, -1203, -132, -201, -151; seed 1 -1808,
-  -1208, -365, -197, -154; seed 2 -1710, -1314, -262, -188, -211 (16-28 s)."""
-  best, scores = pendulum_best(make_tqc(TQCConfig(**SMALL, alpha_learning_rate=1e-3)), 5, 250,
+def test_tqc_learns_pendulum_within_4k_steps(learning_seed):
+  """Measured after each 1k steps: seed 0 -1671, -1203, -132, -201; seed 1 -1808, -1208,
+  -365, -197; seed 2 -1710, -1314, -262, -188 (best -132, -197, -188; 5k steps took
+  16-28 s)."""
+  best, scores = pendulum_best(make_tqc(TQCConfig(**SMALL, alpha_learning_rate=1e-3)), 4, 250,
                              seed=learning_seed)
   assert best >= -400, scores
 

@@ -6,6 +6,7 @@ Shapes: ``K`` batch size, ``C`` critics. ``config`` is an ``ActorCriticConfig``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -61,6 +62,16 @@ def schedule(config, state) -> Schedule:
   ready = replay.update_ready(config, memory.size(state.memory), state.num_steps)
   sync, period = replay.target_sync_due(config, state, ready)
   return Schedule(memory, ready, sync, period)
+
+
+def gated_update(config, state, step: Callable):
+  """An update: ``repeat_update`` calls of ``step(move_targets, state, key, params,
+  opt_state) -> (params, opt_state, index [K], |TD| [K], metrics)`` under the replay gate
+  (``schedule``), then the counters (``finish``)."""
+  plan = schedule(config, state)
+  key, params, opt_state, mstate, metrics = replay.gated_steps(
+      config, plan.memory, state, plan.ready, functools.partial(step, plan.sync))
+  return finish(state, plan, key, params, opt_state, mstate, metrics)
 
 
 def finish(state, plan: Schedule, key, params, opt_state, mstate, metrics: dict):

@@ -15,16 +15,11 @@ from batchrl.agents.actor_critic.model import ACOptState, ACParams, ACState
 from batchrl.agents.actor_critic.networks import ACNetworks
 from batchrl.agents.ddpg.config import DDPGConfig
 from batchrl.agents.ddpg.losses import ddpg_next_value
-from batchrl.agents.replay import updates as replay
 
 
 def update(config: DDPGConfig, nets: ACNetworks, state: ACState):
   """``repeat_update`` DDPG steps under the replay gate, then the counters."""
-  plan = learning.schedule(config, state)
-  key, params, opt_state, mstate, metrics = replay.gated_steps(
-      config, plan.memory, state, plan.ready,
-      functools.partial(ddpg_step, config, nets, plan.sync))
-  return learning.finish(state, plan, key, params, opt_state, mstate, metrics)
+  return learning.gated_update(config, state, functools.partial(ddpg_step, config, nets))
 
 
 def ddpg_step(config: DDPGConfig, nets: ACNetworks, move_targets: jax.Array, state: ACState,

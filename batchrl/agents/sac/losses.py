@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from batchrl.agents.actor_critic.losses import bellman_target
 from batchrl.agents.actor_critic.networks import squashed_sample
 
 
@@ -44,6 +45,13 @@ def sac_next_value(nets, actor_params, target_critic, next_obs, key, alpha):
     return discrete_soft_value(nets.q_values(target_critic, next_obs), logits, alpha)[0]
   action, log_prob = squashed_sample(key, *nets.actor(actor_params, next_obs))
   return soft_value(nets.critic(target_critic, next_obs, action), log_prob, alpha)
+
+
+def sac_target(config, nets, actor_params, target_critic, items, key, alpha):
+  """The critics' soft target ``r + gamma (1 - terminated) V(s')`` ``[K]`` (``sac_next_value``),
+  no gradient."""
+  next_value = sac_next_value(nets, actor_params, target_critic, items.next_obs, key, alpha)
+  return bellman_target(items.reward, items.terminated, config.discount, next_value)
 
 
 def sac_actor_loss(nets, actor_params, critic_params, obs, key, alpha):

@@ -16,18 +16,13 @@ from batchrl.agents.actor_critic import learning
 from batchrl.agents.actor_critic.losses import bellman_target, deterministic_actor_loss
 from batchrl.agents.actor_critic.model import ACOptState, ACParams, ACState
 from batchrl.agents.actor_critic.networks import ACNetworks
-from batchrl.agents.replay import updates as replay
 from batchrl.agents.td3.config import ACTOR_Q, TD3Config
 from batchrl.agents.td3.losses import td3_next_value
 
 
 def update(config: TD3Config, nets: ACNetworks, state: ACState):
   """``repeat_update`` TD3 steps under the replay gate, then the counters."""
-  plan = learning.schedule(config, state)
-  key, params, opt_state, mstate, metrics = replay.gated_steps(
-      config, plan.memory, state, plan.ready,
-      functools.partial(td3_step, config, nets, plan.sync))
-  return learning.finish(state, plan, key, params, opt_state, mstate, metrics)
+  return learning.gated_update(config, state, functools.partial(td3_step, config, nets))
 
 
 def td3_step(config: TD3Config, nets: ACNetworks, move_targets: jax.Array, state: ACState,
