@@ -58,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from batchrl.errors import CheckpointError
 from batchrl.files import fsync_dir, write_atomic
 
 FORMAT = "batchrl-checkpoint"
@@ -72,10 +73,6 @@ _NAME = re.compile(r"^ckpt-(\d+)$")
 _TMP_PREFIX = ".tmp-ckpt-"
 _TRASH_PREFIX = ".trash-ckpt-"
 _LOG = logging.getLogger("batchrl.checkpoint")
-
-
-class CheckpointError(RuntimeError):
-  """A checkpoint cannot be written or restored; the message says which and why."""
 
 
 class NoCheckpointError(CheckpointError, FileNotFoundError):

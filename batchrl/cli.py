@@ -39,7 +39,7 @@ import shutil
 import sys
 from typing import ContextManager
 
-from batchrl.errors import RunFailure, UserInputError
+from batchrl.errors import CheckpointError, RunFailure, UserInputError
 
 log = logging.getLogger("batchrl")
 
@@ -279,7 +279,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.append(os.getcwd())
   from batchrl.logging import setup_console_logging
   setup_console_logging()
-  from batchrl.checkpoint import CheckpointError
 
   try:
     if args.command == "train":
@@ -314,15 +313,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args) -> int:
-  from batchrl import compilation_cache, configs
-  from batchrl.train import build, interrupt, local, loop, rundir, track
+  # the config, its overrides and a `module:EnvId` env's module are checked before anything
+  # imports JAX, so that a mistake in them is an error at once
+  from batchrl import configs
+  from batchrl.envs.core import import_env_module
 
-  compilation_cache.enable_from_environment()
   named = configs.load(args.config)
   ray = _ray_options(args)
   overrides = list(args.overrides) + ([f"run.seed={args.seed}"] if args.seed is not None else [])
   overrides += ray.overrides() if ray else []
   exp = configs.apply_overrides(named, overrides)
+  if exp.run.backend == "gymnasium":
+    import_env_module(exp.run.env)
+  from batchrl import compilation_cache
+  from batchrl.train import build, interrupt, local, loop, rundir, track
+
+  compilation_cache.enable_from_environment()
   if args.track or exp.run.track:  # the optional extra, before anything runs
     track.require_wandb()
   local.check_seeds(exp, args.seeds)
@@ -595,9 +601,9 @@ def _configs(args) -> int:
 
 def _agents_table(width: int | None = None) -> str:
   """Every agent name of the family list, with its family and description."""
-  from batchrl.agents.families import FAMILIES
+  from batchrl.agents.catalog import ENTRIES
   from batchrl.configclass import format_table
-  rows = [[t.name, f.name, t.description] for f in FAMILIES for t in f.api_types]
+  rows = [[name, e.name, description] for e in ENTRIES for name, description in e.agents.items()]
   return format_table(["agent", "family", "description"], rows, width)
 
 

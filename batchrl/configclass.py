@@ -472,10 +472,15 @@ class RegistryEntry:
 
 
 class Registry:
-  """Named config factories: ``REGISTRY.get("pendulum")`` -> a config instance."""
+  """Named config factories: ``REGISTRY.get("pendulum")`` -> a config instance.
 
-  def __init__(self, kind: str = "config"):
+  ``listed_by``: the command that lists every name; an unknown name's error then names the
+  closest few and that command, instead of every name on one line.
+  """
+
+  def __init__(self, kind: str = "config", listed_by: str | None = None):
     self.kind = kind
+    self.listed_by = listed_by
     self._entries: dict[str, RegistryEntry] = {}
 
   def register(self, name: str, factory: Callable[[], Any] | None = None,
@@ -499,9 +504,12 @@ class Registry:
   def entry(self, name: str) -> RegistryEntry:
     """The entry for ``name``; unknown names raise ConfigError with the closest names."""
     if name not in self._entries:
+      close = did_you_mean(name, self._entries, n=3)
+      if self.listed_by:
+        raise ConfigError(f"unknown {self.kind} {name!r}{close}; every {self.kind}, with its "
+                          f"description: {self.listed_by}")
       known = ", ".join(self._entries) or "none registered"
-      raise ConfigError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries, n=3)}; "
-                        f"known: {known}")
+      raise ConfigError(f"unknown {self.kind} {name!r}{close}; known: {known}")
     return self._entries[name]
 
   def get(self, name: str):

@@ -37,6 +37,12 @@ def missing_extra(what: str, extra: str, error: BaseException | None = None) -> 
                         f"install it with: pip install \"batchrl[{extra}]\"")
 
 
+class CheckpointError(RuntimeError):
+  """A checkpoint cannot be written or restored; the message says which and why
+  (``batchrl.checkpoint`` raises it; here so that the command line catches it without
+  importing JAX)."""
+
+
 class RunFailure(RuntimeError):
   """A run that cannot go on for a reason outside the code (e.g. env runners that keep
   dying); the CLI prints it in one line. The run's checkpoints are kept."""

@@ -1,9 +1,11 @@
 """Action exploration (TensorForce style) as pure JAX functions.
 
-An ``Exploration`` is built once from a spec (Python-level parsing; errors name the key and
-the closest valid word) and applied to the actions the policy chose for ``N`` streams. Its
-only state is the Ornstein-Uhlenbeck noise, one value per stream and action element, kept in
-an explicit pytree so ``apply`` jits, vmaps over seeds and is checkpointed with the agent.
+An ``Exploration`` is built once from a spec (Python-level parsing in
+``batchrl.exploration_spec``, free of JAX so that configs check it before JAX is imported;
+errors name the key and the closest valid word) and applied to the actions the policy chose
+for ``N`` streams. Its only state is the Ornstein-Uhlenbeck noise, one value per stream and
+action element, kept in an explicit pytree so ``apply`` jits, vmaps over seeds and is
+checkpointed with the agent.
 
 What the value means depends on the action kind (as in TensorForce):
 
@@ -54,67 +56,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.errors import UserInputError, did_you_mean
-
-KINDS = ("int", "bool", "float")
-_FLOAT_ONLY = ("gaussian", "ornstein_uhlenbeck")
-
-# type -> (schedule, {key: default}); keys are given in TensorForce's own names.
-_TYPES: dict[str, tuple[str, dict[str, Any]]] = {
-    "constant": ("constant", {"value": 0.0}),
-    "linear_decay": ("linear", {"initial_value": 1.0, "final_value": 0.1,
-                                "timesteps": 10000, "start_after": 0}),
-    "epsilon_anneal": ("linear", {"initial_epsilon": 1.0, "final_epsilon": 0.1,
-                                  "timesteps": 10000, "start_after": 0}),
-    "epsilon_decay": ("exponential", {"initial_epsilon": 1.0, "final_epsilon": 0.1,
-                                      "timesteps": 10000, "half_lives": 10.0,
-                                      "start_after": 0}),
-    "gaussian": ("constant", {"sigma": 0.3}),
-    "ornstein_uhlenbeck": ("constant", {"sigma": 0.3, "mu": 0.0, "theta": 0.15}),
-}
-# Accepted names -> field names of Exploration.
-_FIELD = {"value": "initial", "sigma": "initial", "initial_value": "initial",
-          "initial_epsilon": "initial", "final_value": "final", "final_epsilon": "final",
-          "timesteps": "timesteps", "start_after": "start_after",
-          "start_timestep": "start_after", "half_lives": "half_lives", "mu": "mu",
-          "theta": "theta", "constant": "initial"}
-_ALIASES = {"constant": ("constant",), "linear_decay": ("initial_epsilon", "final_epsilon"),
-            "epsilon_anneal": ("initial_value", "final_value"),
-            "epsilon_decay": ("initial_value", "final_value")}
-
-
-class ExplorationSpecError(UserInputError):
-  """An exploration spec that cannot be built or does not fit the action; names what is valid."""
+from batchrl.errors import did_you_mean
+from batchrl.exploration_spec import (
+  ExplorationSpec,
+  ExplorationSpecError,
+  parse_exploration_spec,
+)
 
 
 @dataclasses.dataclass(frozen=True)
-class Exploration:
-  """One built exploration; hashable, so it can be a static argument of ``jax.jit``.
-
-  Attributes:
-    type: the spec type (see the module docstring).
-    schedule: 'constant' | 'linear' | 'exponential': how ``value(t)`` moves.
-    initial: the value (constant, sigma) or the value until ``start_after``.
-    final: the value the schedule moves towards.
-    timesteps: length of the linear ramp / span of ``half_lives`` halvings.
-    start_after: global timestep where the schedule starts moving.
-    half_lives: exponential schedule only.
-    mu, theta: Ornstein-Uhlenbeck mean and mean-reversion rate.
-  """
-
-  type: str
-  schedule: str = "constant"
-  initial: float = 0.0
-  final: float = 0.0
-  timesteps: int = 1
-  start_after: int = 0
-  half_lives: float = 1.0
-  mu: float = 0.0
-  theta: float = 0.15
-
-  @property
-  def is_ou(self) -> bool:
-    return self.type == "ornstein_uhlenbeck"
+class Exploration(ExplorationSpec):
+  """One built exploration: an ``ExplorationSpec`` (its fields, see there) with the JAX
+  functions that explore; hashable, so it can be a static argument of ``jax.jit``."""
 
   def value(self, timestep: jax.Array | int) -> jax.Array:
     """Epsilon (int/bool actions) or noise scale (float actions) at global ``timestep``."""
@@ -127,21 +80,6 @@ class Exploration:
     decayed = self.final + (self.initial - self.final) * 0.5 ** (
         self.half_lives * jnp.maximum(t, 0.0) / self.timesteps)
     return decayed.astype(jnp.float32)
-
-  def check_kind(self, kind: str) -> None:
-    """Raises ``ExplorationSpecError`` when this exploration cannot act on ``kind`` actions."""
-    if kind not in KINDS:
-      raise ExplorationSpecError(f"action kind {kind!r} is not one of {KINDS}"
-                                 f"{did_you_mean(kind, KINDS)}")
-    if kind != "float" and self.type in _FLOAT_ONLY:
-      raise ExplorationSpecError(
-          f"exploration {self.type!r} adds noise to float actions and cannot explore a "
-          f"{kind} action; use constant, linear_decay, epsilon_anneal or epsilon_decay "
-          "(epsilon = probability of a uniformly random action)")
-    if kind != "float" and max(self.initial, self.final) > 1.0:
-      raise ExplorationSpecError(
-          f"exploration {self.type!r} is an epsilon (a probability) for {kind} actions and "
-          f"must stay in [0, 1]; its values go from {self.initial} to {self.final}")
 
   def init(self, num_streams: int, action_shape: tuple[int, ...] = ()) -> Any:
     """Ornstein-Uhlenbeck state ``[N, *action_shape]`` zeros; ``()`` for other types."""
@@ -235,50 +173,11 @@ def _random_ints(key, action, explore, low, high, num_values, mask):
   return jax.random.randint(key, action.shape, low, jnp.asarray(high) + 1), explore
 
 
-def _number(where: str, key: str, value: Any, *, integer: bool = False,
-            positive: bool = False) -> float | int:
-  kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-  bad = isinstance(value, bool) or not isinstance(value, kinds)
-  if bad or value < 0 or (positive and value == 0):
-    need = ("a positive" if positive else "a non-negative") + (" int" if integer else " number")
-    raise ExplorationSpecError(f"{where}: {key} must be {need}, got {value!r}")
-  return int(value) if integer else float(value)
-
-
-def _fields(kind: str, spec: Mapping, where: str) -> dict[str, Any]:
-  """Exploration fields from ``spec`` (user key names checked, aliases resolved, defaults)."""
-  schedule, defaults = _TYPES[kind]
-  valid = list(defaults) + ["start_timestep"] * ("start_after" in defaults) + list(
-      _ALIASES.get(kind, ()))
-  given: dict[str, Any] = {}
-  for key, value in spec.items():
-    if key == "type":
-      continue
-    if key not in valid:
-      raise ExplorationSpecError(f"{where} ({kind}): unknown key {key!r}"
-                                 f"{did_you_mean(key, valid)}; valid keys: "
-                                 f"{', '.join(['type'] + valid)}")
-    if _FIELD[key] in given:
-      raise ExplorationSpecError(f"{where} ({kind}): {key!r} sets {_FIELD[key]} a second time")
-    given[_FIELD[key]] = _checked(f"{where} ({kind})", key, value)
-  fields = {_FIELD[key]: value for key, value in defaults.items()}
-  fields.update(given)
-  fields.setdefault("final", fields["initial"])
-  if fields.get("theta", 0.0) > 1:
-    raise ExplorationSpecError(f"{where} ({kind}): theta is the mean-reversion rate per step "
-                               f"and must be in [0, 1], got {fields['theta']}")
-  return {"type": kind, "schedule": schedule, **fields}
-
-
-def _checked(where: str, key: str, value: Any) -> float | int:
-  field = _FIELD[key]
-  if field == "mu":
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-      raise ExplorationSpecError(f"{where}: mu must be a number, got {value!r}")
-    return float(value)
-  integer = field in ("timesteps", "start_after")
-  return _number(where, key, value, integer=integer,
-                 positive=field in ("timesteps", "half_lives"))
+def exploration_of(spec: ExplorationSpec | None) -> Exploration | None:
+  """The ``Exploration`` of a checked spec (None: none)."""
+  if spec is None:
+    return None
+  return Exploration(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
 
 
 def build_exploration(spec: Any, where: str = "exploration") -> Exploration | None:
@@ -287,25 +186,7 @@ def build_exploration(spec: Any, where: str = "exploration") -> Exploration | No
   Raises:
     ExplorationSpecError: unknown type or key (with the closest valid one), bad values.
   """
-  if isinstance(spec, (bool, np.bool_)):
-    raise ExplorationSpecError(f"{where}: expected None, a number or a dict, got {spec!r}")
-  if spec is None:
-    return None
-  if isinstance(spec, (int, float, np.integer, np.floating)):
-    if spec == 0:
-      return None
-    spec = {"type": "constant", "value": spec}
-  elif isinstance(spec, str):
-    spec = {"type": spec}
-  if not isinstance(spec, Mapping):
-    raise ExplorationSpecError(f"{where}: expected None, a number or a dict with a 'type', "
-                               f"got {spec!r}")
-  kind = spec.get("type")
-  if kind not in _TYPES:
-    raise ExplorationSpecError(f"{where}: unknown exploration type {kind!r}"
-                               f"{did_you_mean(kind, _TYPES)}; valid types: "
-                               f"{', '.join(_TYPES)}")
-  return Exploration(**_fields(kind, spec, where))
+  return exploration_of(parse_exploration_spec(spec, where))
 
 
 def build_explorations(spec: Any, action_names=None, kinds: Mapping[str, str] | str | None = None

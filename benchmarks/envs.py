@@ -51,7 +51,7 @@ def extra_rows(env_id: str, sizes: list[int], seconds: float) -> list[tuple[str,
   import jax
 
   from batchrl import simulation
-  from batchrl.agents.simple import random_agent
+  from batchrl.agents.simple.model import random_agent
   from batchrl.envs.jax_env import make_vec
 
   env = make_vec(env_id, SIMULATE_ENVS)

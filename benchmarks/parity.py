@@ -50,7 +50,7 @@ from batchrl.bench.machine import machine  # noqa: E402  (after the path tweak a
 from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
-ALGOS = ("sac", "td3", "tqc")
+ALGOS = ("sac", "td3", "tqc", "crossq")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
 LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx")

@@ -6,6 +6,7 @@ side with sbx.
     python benchmarks/sac_step.py --blocks 1 8 64 --skip-peers   # updates in blocks of K
     python benchmarks/sac_step.py --algo td3                      # TD3 instead
     python benchmarks/sac_step.py --algo tqc                      # TQC (sb3-contrib's: --sb3)
+    python benchmarks/sac_step.py --algo crossq                   # CrossQ (1024-wide critics)
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
 on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset, or ``mujoco_td3`` with ``--algo td3``,
@@ -142,7 +143,7 @@ def main() -> None:
   p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
   p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
   p.add_argument("--skip-peers", action="store_true")
-  p.add_argument("--algo", choices=("sac", "td3", "tqc"), default="sac")
+  p.add_argument("--algo", choices=("sac", "td3", "tqc", "crossq"), default="sac")
   p.add_argument("--blocks", nargs="+", type=int, default=[1], metavar="K",
                  help="also time batchrl with K gradient steps after every K env steps "
                  "(update_frequency=K, repeat_update=K), e.g. --blocks 1 8 64")
@@ -174,7 +175,9 @@ def main() -> None:
         rows.append((f"{sb3['library']} {name} (torch, 1 thread)", sb3))
 
   load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-  print(f"\n{name} learning step, {ENV}, 1 env, 2x256 MLPs, batch 256, one gradient step per "
+  config = configs.get(f"{algo}_mujoco").config
+  widths = f"actor {config.actor_layers}, critics {config.critic_layers}"
+  print(f"\n{name} learning step, {ENV}, 1 env, {widths}, batch 256, one gradient step per "
         f"env step; {args.steps} timed steps each\n{when}; {os.cpu_count()} CPUs, load "
         f"average {load:.2f}; jax {jax.__version__}\ncommand: {command}\n")
   print(f"{'':44s} {'ms/step':>9s} {'CPU ms/step':>12s} {'/ sbx':>7s}")

@@ -82,32 +82,45 @@ ENV = "HalfCheetah-v5"
 # ----------------------------------------------------------------------------- batchrl
 
 
+def warmed_state(algo: str, make, env, warm_updates: int):
+  """``{algo}_mujoco``'s model learning from step 0 on a memory of ``STORED`` random
+  transitions (a third ending their episode), after ``warm_updates`` updates (Adam's
+  moments warm, of the gradients' own scale): ``(config, state, jitted update, rng)``."""
+  import jax
+  import jax.numpy as jnp
+
+  from batchrl import configs
+  from batchrl.agents.core import Transition
+  from batchrl.specs import EnvSpec
+
+  config = dataclasses.replace(configs.get(f"{algo}_mujoco").config, first_update=0,
+                               memory_capacity=STORED)
+  model = make(config)
+  state = model.init(jax.random.key(0), EnvSpec(env.observation_space, env.action_space, 1))
+  rng = np.random.default_rng(0)
+  obs_size, act_size = env.observation_space.shape[0], env.action_space.shape[0]
+  store = jax.jit(model.store)
+  f32 = lambda *shape: jnp.asarray(rng.normal(0.0, 1.0, shape), jnp.float32)
+  for i in range(STORED):
+    state = store(state, Transition(
+        f32(1, obs_size), jnp.asarray(rng.uniform(-0.9, 0.9, (1, act_size)), jnp.float32),
+        f32(1), jnp.asarray([i % 3 == 1]), jnp.zeros(1, bool), f32(1, obs_size), {}))
+  update = jax.jit(model.update)
+  for _ in range(warm_updates):
+    state = update(state)[0]
+  return config, state, update, rng
+
+
 def batchrl_side(env):
   """Our ``tqc_mujoco`` model, the state before the compared update, and the update's
   output: ``(config, state, new_state, metrics)``."""
   import jax
   import jax.numpy as jnp
 
-  from batchrl import configs
-  from batchrl.agents.core import Transition
-  from batchrl.agents.tqc import make_tqc
-  from batchrl.specs import EnvSpec
+  from batchrl.agents.tqc.model import make_tqc
 
-  config = dataclasses.replace(configs.get("tqc_mujoco").config, first_update=0,
-                               memory_capacity=STORED)
-  model = make_tqc(config)
-  state = model.init(jax.random.key(0), EnvSpec(env.observation_space, env.action_space, 1))
-  rng = np.random.default_rng(0)
-  obs_size, act_size = env.observation_space.shape[0], env.action_space.shape[0]
-  store = jax.jit(model.store)
+  config, state, update, rng = warmed_state("tqc", make_tqc, env, 3)
   f32 = lambda *shape, scale=1.0: jnp.asarray(rng.normal(0.0, scale, shape), jnp.float32)
-  for i in range(STORED):
-    state = store(state, Transition(
-        f32(1, obs_size), jnp.asarray(rng.uniform(-0.9, 0.9, (1, act_size)), jnp.float32),
-        f32(1), jnp.asarray([i % 3 == 1]), jnp.zeros(1, bool), f32(1, obs_size), {}))
-  update = jax.jit(model.update)
-  for _ in range(3):  # warm Adam moments, of the gradients' own scale
-    state = update(state)[0]
   p = state.params
   target = jax.tree.map(lambda x: x + f32(*x.shape, scale=0.01), p.critic)
   state = state._replace(

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from batchrl import Agent
-from batchrl.agents.a2c import A2CConfig, cartpole, make_a2c
+from batchrl.agents.a2c import A2CConfig, cartpole
 from batchrl.agents.a2c import model as a2c_model
 from batchrl.agents.a2c.keys import a2c_config
 from batchrl.agents.a2c.losses import n_step_returns
+from batchrl.agents.a2c.model import make_a2c
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
 from batchrl.agents.policy_gradient import model as pg_model

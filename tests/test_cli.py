@@ -5,6 +5,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import types
 
@@ -52,14 +53,17 @@ def test_configs_shows_whole_first_sentences_wrapped_and_headed_tables(capsys, m
   assert main(["configs"]) == 0
   out = capsys.readouterr().out
   assert max(map(len, out.splitlines())) <= 100
-  assert out.startswith("name                  description\n--------------------  -----------\n"
-                        "pendulum              Pendulum-v1, host envs; learns in minutes\n")
-  assert ("trpo_cartpole         TRPO on CartPole-v1, host envs stepped in this process "
-          "(CartPole steps in\n"
-          "                      microseconds: worker processes would cost more than they "
-          "save; 9.5k steps/s\n"
-          "                      here against 3.6k with 2 workers, measured in one session "
-          "under load).\n") in out
+  width = max(len(name) for name in configs.names())  # the name column: the longest name
+  pad = lambda text: text.ljust(width + 2)
+  assert out.startswith(f"{pad('name')}description\n{pad('-' * width)}-----------\n"
+                        f"{pad('pendulum')}Pendulum-v1, host envs; learns in minutes\n")
+  indent = " " * (width + 2)
+  wrapped = [line.strip() for line in out.split(pad("trpo_cartpole"), 1)[1].splitlines()[:3]]
+  assert " ".join(wrapped) == (  # the whole first sentence, its lines under its column
+      "TRPO on CartPole-v1, host envs stepped in this process (CartPole steps in microseconds: "
+      "worker processes would cost more than they save; 9.5k steps/s here against 3.6k with 2 "
+      "workers, measured in one session under load).")
+  assert out.count(f"\n{indent}microseconds") + out.count(f"\n{indent}in microseconds") == 1
   assert ("\nagents (Agent.create, batchrl run -a):\n"
           "agent      family  description\n"
           "---------  ------  -----------\n"
@@ -101,7 +105,11 @@ def test_top_level_help_lists_every_command_on_one_line(capsys, monkeypatch):
 
 def test_unknown_config_and_key_are_clear_errors(tmp_path, capsys):
   assert main(["train", "--config", "cartpol", "--logdir", str(tmp_path)]) == 2
-  assert "did you mean 'cartpole'" in capsys.readouterr().err
+  # the closest configs, and where every config is listed (not all of them in one long line)
+  assert capsys.readouterr().err == (
+      "batchrl train: error: unknown config 'cartpol' (did you mean 'cartpole' or "
+      "'ac_cartpole' or 'vpg_cartpole'?); every config, with its description: batchrl "
+      "configs\n")
   assert main(["train", "--config", "cartpole", "--logdir", str(tmp_path),
                "--set", "learnin_rate=1"]) == 2
   # the closest keys, and where every key is shown (not all of them in one long line)
@@ -118,6 +126,51 @@ def test_unknown_config_and_key_are_clear_errors(tmp_path, capsys):
   assert main(["train", "--config", "cartpole", "--logdir", str(tmp_path),
                "--set", "update_epochs=many"]) == 2
   assert "update_epochs" in capsys.readouterr().err and "int" in capsys.readouterr().err + "int"
+
+
+# Runs the commands in a fresh interpreter and prints their exit codes and, for each of jax,
+# flax and optax imported on the way, the chain of modules whose imports brought it in.
+_NO_JAX = """
+import builtins, json, sys
+from batchrl.cli import main
+HEAVY, chains, importers, real_import = ("jax", "flax", "optax"), {}, [], builtins.__import__
+def traced(name, globals=None, *rest):
+  importer, top = (globals or {}).get("__name__", "?"), name.partition(".")[0]
+  if top in HEAVY and top not in sys.modules and top not in chains:
+    chains[top] = " -> ".join([*importers, importer, name])
+  importers.append(importer)
+  try:
+    return real_import(name, globals, *rest)
+  finally:
+    importers.pop()
+builtins.__import__ = traced
+codes = [main(argv) for argv in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "chains": chains}))
+"""
+
+
+def test_a_mistake_in_the_config_is_reported_before_jax_is_imported(tmp_path):
+  """A wrong config name, config file, --set key or value, or `module:EnvId` module is an
+  error at once, and `batchrl configs` lists and shows configs, without importing JAX, flax or
+  optax (their import alone takes seconds): what reads configs is free of them."""
+  train = ["train", "--logdir", str(tmp_path / "runs")]
+  argvs = [[*train, "--config", "nope"],
+           [*train, "--config", str(tmp_path / "missing.yaml")],
+           [*train, "--config", "cartpole", "--set", "foo=1"],
+           [*train, "--config", "cartpole", "--set", "steps=-5"],
+           [*train, "--config", "cartpole", "--set", "ppo.learning_rate=abc"],
+           [*train, "--config", "dqn_cartpole", "--set", "exploration=\"epsilon\""],
+           [*train, "--config", "td3_pendulum", "--set", "actor_q=max"],
+           [*train, "--config", "cartpole", "--set", "env=nope:X-v0"],
+           ["configs"], ["configs", "sac_pendulum"]]
+  done = subprocess.run([sys.executable, "-c", _NO_JAX, json.dumps(argvs)], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+  assert done.returncode == 0, done.stderr
+  result = json.loads(done.stdout.splitlines()[-1])
+  assert result["codes"] == [2] * 8 + [0, 0], done.stderr
+  assert result["chains"] == {}, "imported while checking configs: " + "; ".join(
+      f"{heavy} by {chain}" for heavy, chain in result["chains"].items())
+  assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.gymnax

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax.scipy.special import digamma
 
-from batchrl.networks import (
+from batchrl.networks.distributions import (
   Bernoulli,
   Beta,
   Categorical,

@@ -13,22 +13,20 @@ import numpy as np
 import pytest
 
 from batchrl import checkpoint
-from batchrl.agents.dqfd import (
-  FAMILY,
-  DQFDConfig,
+from batchrl.agents.dqfd import DQFDConfig, cartpole_dqfd
+from batchrl.agents.dqfd.demonstrations import cartpole_action, cartpole_controller
+from batchrl.agents.dqfd.family import FAMILY
+from batchrl.agents.dqfd.keys import dqfd_config
+from batchrl.agents.dqfd.losses import l2_penalty, large_margin
+from batchrl.agents.dqfd.model import (
   NoDemonstrationsError,
-  cartpole_dqfd,
   demo_size,
   import_demonstrations,
   import_observations,
-  large_margin,
   make_dqfd,
   pretrain,
   set_demonstrations,
 )
-from batchrl.agents.dqfd.demonstrations import cartpole_action, cartpole_controller
-from batchrl.agents.dqfd.keys import dqfd_config
-from batchrl.agents.dqfd.losses import l2_penalty
 from batchrl.agents.family import BuildContext
 from batchrl.configclass import ConfigError
 from batchrl.configs import naf_dqfd

@@ -16,11 +16,14 @@ import pytest
 from batchrl import checkpoint, configs
 from batchrl.agents import spaces
 from batchrl.agents.core import Transition
-from batchrl.agents.dqn import FAMILY, DQNConfig, import_observations, make_dqn
+from batchrl.agents.dqn import DQNConfig
 from batchrl.agents.dqn import presets as dqn_presets
+from batchrl.agents.dqn.family import FAMILY
+from batchrl.agents.dqn.model import make_dqn
 from batchrl.agents.family import BuildContext
 from batchrl.agents.replay import losses, q_learning
 from batchrl.agents.replay.q_keys import dqn_config
+from batchrl.agents.replay.q_learning import import_observations
 from batchrl.agents.replay.q_networks import Component, QNetworks
 from batchrl.agents.replay.updates import Static, memory_of
 from batchrl.configclass import ConfigError

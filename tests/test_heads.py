@@ -7,9 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.networks import (
-  ActionHeads,
-  ActionSpec,
+from batchrl.networks.distributions import (
   Bernoulli,
   Beta,
   Categorical,
@@ -17,9 +15,8 @@ from batchrl.networks import (
   Independent,
   Joint,
   Reshaped,
-  action_specs_from_space,
-  sample_uniform,
 )
+from batchrl.networks.heads import ActionHeads, ActionSpec, action_specs_from_space, sample_uniform
 
 ACTIONS = {
     "fire": ActionSpec("bool"),

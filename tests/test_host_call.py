@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from batchrl import jax_internals, simulation
-from batchrl.agents.simple import random_agent
+from batchrl.agents.simple.model import random_agent
 from batchrl.envs import host_call as host_call_module
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.host_call import host_call

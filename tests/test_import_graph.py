@@ -20,8 +20,9 @@ ROOT = Path(batchrl.__file__).parent
 # one agent (DQN's losses, say) cannot silently change another (SAC); every other folder of
 # batchrl/agents is one agent's, and imports nothing of another agent's.
 SHARED_FOLDERS = frozenset({"replay", "actor_critic", "policy_gradient"})
-# The one list of agent families: importing every agent folder is its job.
-REGISTRY = "batchrl.agents.families"
+# The lists of agent families (the catalog of their JAX-free entries, and the families with
+# their models): importing every agent folder is their job.
+REGISTRIES = frozenset({"batchrl.agents.families", "batchrl.agents.catalog"})
 
 
 def _modules() -> dict[str, Path]:
@@ -107,11 +108,11 @@ def _agent_folder(module: str) -> str | None:
 def _cross_agent_edges(graph: dict[str, set[str]], shared: frozenset[str]) -> list[str]:
   """``"importer -> imported"`` for every import of an agent folder (a batchrl/agents folder not
   in ``shared``) from outside it, by any module of batchrl.agents or batchrl.networks but the
-  registry."""
+  registries."""
   edges = []
   for name in sorted(graph):
     home = name.split(".")[:2]
-    if name == REGISTRY or home not in (["batchrl", "agents"], ["batchrl", "networks"]):
+    if name in REGISTRIES or home not in (["batchrl", "agents"], ["batchrl", "networks"]):
       continue
     source = _agent_folder(name)
     for target in sorted(graph[name]):
@@ -156,7 +157,8 @@ def test_the_cross_agent_check_names_the_offending_edge():
            "batchrl.agents.actor_critic.losses": {"batchrl.agents.dqn.losses"},
            "batchrl.networks.heads": {"batchrl.agents.sac.model"},
            "batchrl.agents.dqn.model": {"batchrl.agents.dqn.losses"},
-           REGISTRY: {"batchrl.agents.dqn"}}
+           "batchrl.agents.families": {"batchrl.agents.dqn.family"},
+           "batchrl.agents.catalog": {"batchrl.agents.dqn"}}
   shared = frozenset({"actor_critic"})
   assert _cross_agent_edges(graph, shared) == [
       "batchrl.agents.actor_critic.losses -> batchrl.agents.dqn.losses",

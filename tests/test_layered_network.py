@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from batchrl.networks import (
+from batchrl.networks import conv as conv_module
+from batchrl.networks.conv import Conv, convolve
+from batchrl.networks.layer_specs import NetworkSpecError
+from batchrl.networks.layered import (
   InputSpec,
-  NetworkSpecError,
   build_network,
   input_specs_from_space,
   validate_network_spec,
 )
-from batchrl.networks import conv as conv_module
-from batchrl.networks.conv import Conv, convolve
 
 RNG = np.random.default_rng(0)
 KEY = jax.random.key(0)

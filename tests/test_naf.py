@@ -15,20 +15,12 @@ import pytest
 from batchrl import checkpoint
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
-from batchrl.agents.naf import (
-  FAMILY,
-  NAFConfig,
-  advantage,
-  greedy_actions,
-  import_observations,
-  lower_triangular,
-  make_naf,
-  pendulum_naf,
-  precision,
-)
+from batchrl.agents.naf import NAFConfig, pendulum_naf
 from batchrl.agents.naf import model as naf_agent
+from batchrl.agents.naf.family import FAMILY
 from batchrl.agents.naf.keys import naf_config
-from batchrl.agents.naf.networks import MIN_DIAGONAL
+from batchrl.agents.naf.model import greedy_actions, import_observations, make_naf
+from batchrl.agents.naf.networks import MIN_DIAGONAL, advantage, lower_triangular, precision
 from batchrl.configclass import ConfigError
 from batchrl.configs import naf_dqfd
 from batchrl.memories import TransitionItem

@@ -23,9 +23,12 @@ import optax
 import pytest
 
 from batchrl.agents.core import Transition
-from batchrl.agents.ddpg import DDPGConfig, make_ddpg
-from batchrl.agents.sac import SACConfig, make_sac
-from batchrl.agents.td3 import TD3Config, make_td3
+from batchrl.agents.ddpg import DDPGConfig
+from batchrl.agents.ddpg.model import make_ddpg
+from batchrl.agents.sac import SACConfig
+from batchrl.agents.sac.model import make_sac
+from batchrl.agents.td3 import TD3Config
+from batchrl.agents.td3.model import make_td3
 from batchrl.specs import EnvSpec
 
 RECORDED_WITH = {"jax": "0.10.2", "flax": "0.12.8", "optax": "0.2.8", "backend": "cpu"}

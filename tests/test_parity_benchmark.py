@@ -111,16 +111,18 @@ def test_the_best_counts_only_evaluations_after_learning_starts(args):
 
 @pytest.mark.parametrize("algo", parity.ALGOS)
 def test_the_peers_values_are_our_mujoco_presets(algo):
-  """``sbx_train.py`` trains sbx's SAC/TD3/TQC (or SB3's, sb3-contrib's) with the values of
+  """``sbx_train.py`` trains sbx's SAC/TD3/TQC/CrossQ (or SB3's, sb3-contrib's) with the values of
   our ``{algo}_mujoco``: a preset changed without its peer, or the reverse, would compare
   different settings side by side. Adam's epsilon (1e-8), no gradient clipping and the
   target entropy -|A| are the peers' defaults, so ours must be them too."""
   config = configs.get(f"{algo}_mujoco").config
   peer = sbx_train.settings(algo)
   assert peer["learning_rate"] == config.learning_rate == config.critic_learning_rate
-  assert (peer["batch_size"], peer["gamma"], peer["tau"], peer["buffer_size"]) == (
-      config.batch_size, config.discount, config.update_target_weight,
-      config.memory_capacity)
+  assert (peer["batch_size"], peer["gamma"], peer["buffer_size"]) == (
+      config.batch_size, config.discount, config.memory_capacity)
+  # CrossQ has no target networks (its config refuses a tau other than the default)
+  assert peer.get("tau", config.update_target_weight) == config.update_target_weight
+  assert ("tau" in peer) == (algo != "crossq")
   assert (peer["train_freq"], peer["gradient_steps"]) == (
       config.update_frequency, config.repeat_update) == (1, 1)
   assert config.target_update_frequency == 1
@@ -128,10 +130,14 @@ def test_the_peers_values_are_our_mujoco_presets(algo):
   # the peer's uniform start (--uniform-start) lasts until learning starts, as ours
   assert config.start_steps in (0, config.first_update)
   assert parity.starts_uniform(algo) == (config.start_steps > 0)
-  assert tuple(peer["net_arch"]) == config.actor_layers == config.critic_layers
+  if algo == "crossq":  # sbx's CrossQ: a 2x256 actor and 1024x1024 critics
+    assert peer["net_arch"] == {"pi": list(config.actor_layers), "qf": list(config.critic_layers)}
+    assert (peer["policy_delay"], config.adam_beta1) == (config.policy_delay, 0.5)
+  else:
+    assert tuple(peer["net_arch"]) == config.actor_layers == config.critic_layers
   assert config.activation == "relu" and config.network is None
   assert config.adam_epsilon == 1e-8 and config.max_grad_norm is None
-  if algo in ("sac", "tqc"):
+  if algo in ("sac", "tqc", "crossq"):
     assert peer["ent_coef"] == f"auto_{config.initial_alpha}"
     assert config.alpha_learning_rate == peer["learning_rate"]
     assert config.target_entropy is None and "target_entropy" not in peer  # both -|A|

@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.agents.ppo import PPOConfig, cartpole_fused, losses, make_ppo, pendulum_fused
+from batchrl.agents.ppo import PPOConfig, cartpole_fused, losses, pendulum_fused
 from batchrl.agents.ppo import model as ppo_agent
-from batchrl.agents.simple import random_agent
+from batchrl.agents.ppo.model import make_ppo
+from batchrl.agents.simple.model import random_agent
 from batchrl.agents.spaces import space_info
 from batchrl.envs.jax_env import make_vec
 from batchrl.errors import UserInputError

@@ -15,8 +15,9 @@ import pytest
 
 from batchrl import Agent
 from batchrl.agents.core import Transition
-from batchrl.agents.ppo import PPOConfig, cartpole_fused, make_ppo
+from batchrl.agents.ppo import PPOConfig, cartpole_fused
 from batchrl.agents.ppo import model as ppo_model
+from batchrl.agents.ppo.model import make_ppo
 from batchrl.configclass import ConfigError
 from batchrl.configs.atari import ppo_atari
 from batchrl.envs.jax_env import make_vec

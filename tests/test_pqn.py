@@ -16,9 +16,10 @@ import pytest
 from batchrl import Agent, checkpoint, configs
 from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
-from batchrl.agents.pqn import PQNConfig, make_pqn
+from batchrl.agents.pqn import PQNConfig
 from batchrl.agents.pqn import model as pqn_model
 from batchrl.agents.pqn.keys import pqn_config
+from batchrl.agents.pqn.model import make_pqn
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec

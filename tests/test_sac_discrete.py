@@ -17,8 +17,9 @@ from batchrl.agents.actor_critic.model import import_observations
 from batchrl.agents.actor_critic.networks import DiscreteActions, make_networks
 from batchrl.agents.actor_critic.temperature import DISCRETE_TARGET_ENTROPY_SCALE
 from batchrl.agents.actor_critic.temperature import target_entropy as sac_target_entropy
-from batchrl.agents.sac import SACConfig, make_sac
+from batchrl.agents.sac import SACConfig
 from batchrl.agents.sac.losses import sac_actor_loss, sac_next_value
+from batchrl.agents.sac.model import make_sac
 from batchrl.agents.sac.presets import cartpole_sac
 from batchrl.agents.spaces import space_info
 from batchrl.configclass import ConfigError

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from batchrl import simulation as S
 from batchrl.agents.core import Transition
-from batchrl.agents.simple import fixed_agent, random_agent, sample_space
+from batchrl.agents.simple.model import fixed_agent, random_agent, sample_space
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.envs.jax_env import BraxEnv, EnvStep, GymnaxEnv, VecEnv, make_vec
 from batchrl.train import fused

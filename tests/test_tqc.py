@@ -12,8 +12,10 @@ import pytest
 
 from batchrl import Agent
 from batchrl.agents.family import BuildContext
-from batchrl.agents.tqc import TQCConfig, make_tqc, tqc_config
+from batchrl.agents.tqc import TQCConfig
+from batchrl.agents.tqc.keys import tqc_config
 from batchrl.agents.tqc.losses import quantile_fractions, quantile_huber_loss, truncated_quantiles
+from batchrl.agents.tqc.model import make_tqc
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec

@@ -44,7 +44,8 @@ from batchrl import Agent, configs, simulation
 from batchrl.agents.actor_critic.networks import make_networks
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import model as ppo_model
-from batchrl.agents.sac import SACConfig, make_sac
+from batchrl.agents.sac import SACConfig
+from batchrl.agents.sac.model import make_sac
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.ingraph import InGraphBatchEnv
 from batchrl.execution import Runner

@@ -14,9 +14,11 @@ import pytest
 from batchrl.agents.family import BuildContext
 from batchrl.agents.policy_gradient import model as pg_common
 from batchrl.agents.policy_gradient.networks import make_networks
-from batchrl.agents.trpo import FAMILY, TRPOConfig, cartpole_fused, make_trpo, optim, pendulum_fused
+from batchrl.agents.trpo import TRPOConfig, cartpole_fused, optim, pendulum_fused
 from batchrl.agents.trpo import keys as spec
 from batchrl.agents.trpo import model as trpo_agent
+from batchrl.agents.trpo.family import FAMILY
+from batchrl.agents.trpo.model import make_trpo
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.networks.mlp import reset_carry

@@ -74,13 +74,18 @@ import parity_reference as ref
 from batchrl.agents.actor_critic import networks as ac_networks
 from batchrl.agents.actor_critic.model import ACOptState, ACParams
 from batchrl.agents.core import Transition
-from batchrl.agents.ddpg import DDPGConfig, make_ddpg
-from batchrl.agents.ppo import make_ppo, shuffle
+from batchrl.agents.ddpg import DDPGConfig
+from batchrl.agents.ddpg.model import make_ddpg
+from batchrl.agents.ppo import shuffle
 from batchrl.agents.ppo.config import PPOConfig
-from batchrl.agents.sac import SACConfig, make_sac
-from batchrl.agents.td3 import TD3Config, make_td3
-from batchrl.agents.tqc import TQCConfig, make_tqc
+from batchrl.agents.ppo.model import make_ppo
+from batchrl.agents.sac import SACConfig
+from batchrl.agents.sac.model import make_sac
+from batchrl.agents.td3 import TD3Config
+from batchrl.agents.td3.model import make_td3
+from batchrl.agents.tqc import TQCConfig
 from batchrl.agents.tqc.losses import tqc_target
+from batchrl.agents.tqc.model import make_tqc
 from batchrl.memories import TransitionItem
 from batchrl.networks.distributions import DiagGaussian
 from batchrl.ops.returns import discounted_returns, generalized_advantages

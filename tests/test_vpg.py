@@ -20,9 +20,11 @@ from batchrl.agents.core import Transition
 from batchrl.agents.family import BuildContext
 from batchrl.agents.policy_gradient import model as pg_common
 from batchrl.agents.policy_gradient.networks import make_networks
-from batchrl.agents.vpg import FAMILY, VPGConfig, cartpole_fused, make_vpg
+from batchrl.agents.vpg import VPGConfig, cartpole_fused
 from batchrl.agents.vpg import keys as spec
 from batchrl.agents.vpg import model as vpg_agent
+from batchrl.agents.vpg.family import FAMILY
+from batchrl.agents.vpg.model import make_vpg
 from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec
 from conftest import best_score, example_agent_spec, fill_and_update, fused_kit, train_chunks

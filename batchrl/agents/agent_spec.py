@@ -22,7 +22,7 @@ from batchrl.configclass import ConfigError
 from batchrl.envs.core import Environment, GymEnvironment, make
 from batchrl.errors import UserInputError
 from batchrl.files import write_atomic
-from batchrl.networks.layers import NetworkSpecError
+from batchrl.networks.layer_specs import NetworkSpecError
 
 SPEC_FILE = "agent.json"
 

@@ -1,24 +1,34 @@
-"""What an agent folder offers the rest of batchrl: an ``AgentFamily``.
+"""What an agent folder offers the rest of batchrl: a ``FamilyEntry`` and an ``AgentFamily``.
 
-A family is one learning algorithm with one config class (``PPOConfig``, ``DQNConfig``...):
-``make(config) -> Model`` builds its pure-function core, which ``batchrl train``, the fused
-driver, checkpoints and Ray all use. ``api_types`` are the names ``Agent.create(agent=...)``
-and JSON agent specs accept (DQN's family offers ``dqn``, ``ddqn`` and ``dqn_nstep``); each
-turns TensorForce's keys into the family's config. ``host_methods`` are the ``Agent``
-methods that change the model state on the host (DQFD's ``import_demonstrations``...).
+A family is one learning algorithm with one config class (``PPOConfig``, ``DQNConfig``...).
+It comes in two parts, so that what reads configs never needs JAX:
 
-The one list of families is ``batchrl.agents.families.FAMILIES``. This module holds what
-every family's ``keys.py`` uses to read TensorForce keys, so that it sits below all of them.
+- ``FamilyEntry`` (the folder's ``__init__.py``, ``ENTRY``): its name, what it is, the
+  ``Agent.create`` names it offers with their descriptions, its config class and how its
+  schedules fit a run. Named configs, config files, ``--set`` and ``batchrl configs`` read it
+  (``batchrl.agents.catalog``) without importing a model.
+- ``AgentFamily`` (the folder's ``family.py``, ``FAMILY``): the entry plus how to build and run
+  it. ``make(config) -> Model`` builds its pure-function core, which ``batchrl train``, the
+  fused driver, checkpoints and Ray all use. ``api_types`` build the ``Agent.create`` names
+  (DQN's family offers ``dqn``, ``ddqn`` and ``dqn_nstep``); each turns TensorForce's keys into
+  the family's config. ``host_methods`` are the ``Agent`` methods that change the model state
+  on the host (DQFD's ``import_demonstrations``...).
+
+The lists of families are ``batchrl.agents.catalog.ENTRIES`` and
+``batchrl.agents.families.FAMILIES``. This module holds what every family's ``keys.py`` uses to
+read TensorForce keys, so that it sits below all of them; it imports no JAX.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from batchrl.agents.core import Model
 from batchrl.configclass import ConfigError
 from batchrl.errors import did_you_mean
+
+if TYPE_CHECKING:  # an annotation only: the entries of the families stay free of JAX
+  from batchrl.agents.core import Model
 
 IGNORED_KEYS = ("type", "log_level")  # accepted for compatibility with TensorForce files
 
@@ -48,23 +58,74 @@ class AgentType:
 HostMethod = Callable[[Any, Any], tuple[Any, Any]]
 
 
-@dataclasses.dataclass(frozen=True)
-class AgentFamily:
-  """One agent folder's entry in ``batchrl.agents.families.FAMILIES``.
+# ``fit_schedules(config, iterations) -> config``: schedules that count updates set to the
+# run's length; ``iterations(period)`` is the number of updates of that period.
+FitSchedules = Callable[[Any, Callable[[int], int]], Any]
 
-  ``config_class`` and ``make`` are None for agents that only exist in the object API
-  (``random``, ``constant``): they have no config of their own to train with.
+
+@dataclasses.dataclass(frozen=True)
+class FamilyEntry:
+  """What a family is, without JAX: one agent folder's entry in
+  ``batchrl.agents.catalog.ENTRIES``, from its ``__init__.py``.
+
+  ``agents`` maps each ``Agent.create`` name the family offers to its description.
+  ``config_class`` (and ``fit_schedules``) are None for agents that only exist in the object
+  API (``random``, ``constant``): they have no config of their own to train with.
   """
 
   name: str
   description: str
-  api_types: tuple[AgentType, ...]
+  agents: Mapping[str, str]
   config_class: type | None = None
+  fit_schedules: FitSchedules | None = None
+
+  def api_type(self, name: str, build: Callable[[dict, BuildContext], Model],
+               keys: tuple[str, ...] = ()) -> AgentType:
+    """The ``Agent.create`` name ``name`` of this family (one of ``agents``, whose
+    description it takes), built by ``build``."""
+    if name not in self.agents:
+      raise ValueError(f"family {self.name!r} offers no agent {name!r}; its entry lists "
+                       f"{', '.join(self.agents)}")
+    return AgentType(name, self.agents[name], build, keys)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentFamily:
+  """One agent folder's entry in ``batchrl.agents.families.FAMILIES``, from its
+  ``family.py``: its ``FamilyEntry`` and how to build and run it.
+
+  ``api_types`` are the entry's ``agents``, in its order (``FamilyEntry.api_type``); ``make``
+  is None for agents that only exist in the object API.
+  """
+
+  entry: FamilyEntry
+  api_types: tuple[AgentType, ...]
   make: Callable[[Any], Model] | None = None
   host_methods: Mapping[str, HostMethod] = dataclasses.field(default_factory=dict)
-  # ``fit_schedules(config, iterations) -> config``: schedules that count updates set to
-  # the run's length; ``iterations(period)`` is the number of updates of that period.
-  fit_schedules: Callable[[Any, Callable[[int], int]], Any] | None = None
+
+  def __post_init__(self):
+    built = [t.name for t in self.api_types]
+    if built != list(self.entry.agents):
+      raise ValueError(f"family {self.entry.name!r} builds the agents {built}; its entry "
+                       f"lists {list(self.entry.agents)}")
+    if (self.make is None) != (self.entry.config_class is None):
+      raise ValueError(f"family {self.entry.name!r}: a config class and make go together")
+
+  @property
+  def name(self) -> str:
+    return self.entry.name
+
+  @property
+  def description(self) -> str:
+    return self.entry.description
+
+  @property
+  def config_class(self) -> type | None:
+    return self.entry.config_class
+
+  @property
+  def fit_schedules(self) -> FitSchedules | None:
+    return self.entry.fit_schedules
 
 
 # ------------------------------------------------------------- reading TensorForce keys

@@ -2,7 +2,7 @@
 
 An experiment (``batchrl.configs.run``) is a ``RunConfig`` (environment, budget, cadence) plus
 the config of its agent's family (``Experiment.agent``: ``ppo`` -> ``PPOConfig``...; the
-families are listed in ``batchrl.agents.families``). Each module here holds one family's
+families are listed in ``batchrl.agents.catalog``). Each module here holds one family's
 named experiments (``NAMED``); this package gathers them in one registry.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ __all__ = ["ANY_ENV", "BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_
 # configs meant for any env of a kind: their runs are always named for their env
 ANY_ENV = ("ppo_discrete", "sac_continuous")
 
-REGISTRY = Registry("config")
+REGISTRY = Registry("config", listed_by="batchrl configs")
 for _module in (ppo, pg, a2c, value_based, pqn, naf_dqfd, actor_critic, atari):
   for _name, (_factory, _description) in _module.NAMED.items():
     REGISTRY.register(_name, _factory, _description)

@@ -37,6 +37,7 @@ reports its real bounds.
 """
 from __future__ import annotations
 
+from batchrl.agents.crossq.presets import mujoco_crossq, pendulum_crossq
 from batchrl.agents.ddpg.presets import pendulum_ddpg
 from batchrl.agents.sac.presets import cartpole_sac, mujoco_sac, pendulum_sac
 from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
@@ -262,6 +263,39 @@ def tqc_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experimen
   return Experiment("tqc_mujoco", _mujoco(env, steps), mujoco_tqc(), agent="tqc")
 
 
+def crossq_pendulum():
+  """Gymnasium Pendulum-v1, CrossQ with 2x64 MLPs (``pendulum_crossq``: Adam 1e-3 with beta1
+  0.5, policy delay 3, Batch Renormalization, no target networks), 20k steps.
+
+  Measured: see ``docs/choosing-an-agent.md``."""
+  return Experiment("crossq_pendulum", _host(20_000),
+                    pendulum_crossq(**_PER_STEP, **_NARROW), agent="crossq")
+
+
+def crossq_pendulum_fused():
+  """gymnax Pendulum-v1, CrossQ with 2x64 MLPs and batch 128, 10k steps; the run is one
+  compiled program.
+
+  Measured: see ``docs/choosing-an-agent.md``."""
+  return Experiment("crossq_pendulum_fused", _fused(10_000),
+                    pendulum_crossq(**_PER_STEP, **_NARROW, batch_size=128), agent="crossq")
+
+
+def crossq_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """CrossQ on a MuJoCo task (HalfCheetah-v5; any other with ``--set env=Hopper-v5``) with
+  the paper's and sbx's values (``batchrl.agents.crossq.presets.mujoco_crossq``: a 2x256
+  actor, 2 critics of 1024x1024, Batch Renormalization, no target networks, Adam 1e-3 with
+  beta1 0.5, policy delay 3), 1M steps of 1 env, one gradient step per environment step from
+  step 5000 on, a greedy evaluation episode every 50k steps (``sac_mujoco``'s run).
+
+  Published (the SimbaV2 repository's baseline results, v4, 100k steps): HalfCheetah 8112,
+  Hopper 2764, Walker2d 3914, Ant 2299, against SAC's 6156, 1103, 690, 747. The 1024-wide
+  critics cost about 12x the products of 256-wide ones per gradient step;
+  ``--set crossq.critic_layers=[256,256]`` is the cheap option (the paper reports it learns
+  less per sample)."""
+  return Experiment("crossq_mujoco", _mujoco(env, steps), mujoco_crossq(), agent="crossq")
+
+
 def sac_continuous() -> Experiment:
   """SAC for any continuous-action task (``--set env=LunarLanderContinuous-v3``, or your
   own ``--set env=my_pkg.envs:Reach-v0``): the published values of ``sac_mujoco``
@@ -299,4 +333,9 @@ NAMED = {
     "tqc_pendulum_fused": (tqc_pendulum_fused, "Pendulum-v1 in gymnax, TQC (10k steps)"),
     "tqc_mujoco": (tqc_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TQC with "
                    "sb3-contrib's and sbx's values (1M steps)"),
+    "crossq_pendulum": (crossq_pendulum, "Pendulum-v1 (gymnasium), CrossQ (20k steps)"),
+    "crossq_pendulum_fused": (crossq_pendulum_fused, "Pendulum-v1 in gymnax, CrossQ (10k "
+                              "steps)"),
+    "crossq_mujoco": (crossq_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), CrossQ with "
+                      "the paper's and sbx's values (1M steps)"),
 }

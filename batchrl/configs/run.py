@@ -1,5 +1,5 @@
 """What an experiment is: a ``RunConfig`` (environment, budget, cadence) plus the config of
-its agent's family (``batchrl.agents.families``), and ``--set`` overrides of either.
+its agent's family (``batchrl.agents.catalog``), and ``--set`` overrides of either.
 
 Overrides (``--set key=value``) name a field of either; a name that exists in both must be
 prefixed (``run.seed`` / ``agent.discount``); ``run.``, ``agent.`` and the agent's own name
@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any, Iterable
 
-from batchrl.agents.families import family
+from batchrl.agents.catalog import entry
 from batchrl.configclass import ConfigError, configclass, from_dict, override, param, to_dict
 from batchrl.errors import did_you_mean
 
@@ -155,7 +155,7 @@ class RunConfig:
 @dataclasses.dataclass(frozen=True)
 class Experiment:
   """A named config: the run plus the agent's hyper-parameters (``config``, of the config
-  class of the agent's family in ``batchrl.agents.families``)."""
+  class of the agent's family in ``batchrl.agents.catalog``)."""
 
   name: str
   run: RunConfig
@@ -163,7 +163,7 @@ class Experiment:
   agent: str = "ppo"
 
   def __post_init__(self):
-    expected = family(self.agent).config_class
+    expected = entry(self.agent).config_class
     if not isinstance(self.config, expected):
       raise ConfigError(f"experiment {self.name!r}: agent {self.agent!r} takes a "
                         f"{expected.__name__}, got {type(self.config).__name__}.")
@@ -175,7 +175,7 @@ class Experiment:
   @classmethod
   def from_dict(cls, values: dict[str, Any]) -> "Experiment":
     agent = values.get("agent", "ppo")
-    config_class = family(agent).config_class
+    config_class = entry(agent).config_class
     unknown = set(values) - {"config", "agent", "run", agent}
     if unknown:
       raise ConfigError(f"unknown top-level keys {sorted(unknown)} in experiment config; "
@@ -257,7 +257,7 @@ def fit_schedules(exp: Experiment) -> Experiment:
   """``exp`` with the agent's schedules that count updates (``total_updates`` of PPO and
   VPG) set to the updates its run trains, so a learning rate annealed to 0 reaches 0 at the
   run's last update and not before."""
-  fit = family(exp.agent).fit_schedules
+  fit = entry(exp.agent).fit_schedules
   if fit is None:
     return exp
   run = exp.run

@@ -58,7 +58,7 @@ Importing: ``transitions_from_observations(observations)`` turns TensorForce obs
 dicts (``state``, ``action``, ``reward``, ``terminal`` with 2 = truncated, ``internal``) or a
 dict of arrays into a numpy ``TransitionItem`` ``[M, ...]``; ``import_transitions(memory,
 state, items)`` writes them (agents convert states/actions to their stored form between the
-two, e.g. ``batchrl.agents.dqn.import_observations``); ``check_transitions(items,
+two, e.g. ``batchrl.agents.replay.q_learning.import_observations``); ``check_transitions(items,
 observation_space, action_space)`` validates them first, naming the field and index.
 
 Two memories (DQFD: an online and a demonstration memory). Keep two states with their own

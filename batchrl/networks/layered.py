@@ -71,15 +71,14 @@ import numpy as np
 from gymnasium import spaces
 
 from batchrl.errors import did_you_mean
-from batchrl.networks.layers import (
+from batchrl.networks.layer_specs import (
   RECURRENT_TYPES,
   LayerPlan,
   NetworkSpecError,
-  apply_layer,
   check_layer,
   infer_shape,
-  initial_layer_carry,
 )
+from batchrl.networks.layers import apply_layer, initial_layer_carry
 
 COMBINES = ("concat", "sum", "product")
 _BRANCH_FORMAT_KEYS = ("branches", "combine", "layers")

@@ -1,4 +1,4 @@
-"""One SAC, TD3 or TQC run of sbx (Stable-Baselines-Jax) or SB3 / sb3-contrib on a MuJoCo
+"""One SAC, TD3, TQC or CrossQ run of sbx (Stable-Baselines-Jax) or SB3 / sb3-contrib on a MuJoCo
 task, resumable.
 
 Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
@@ -6,16 +6,20 @@ Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
     benchmarks/.peers-venv/bin/python benchmarks/peers/sbx_train.py --algo sac \\
         --env Hopper-v5 --steps 100000 --eval-every 10000 --save-dir /tmp/sbx-hopper
 
-The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` / ``tqc_mujoco`` train with
-(its presets ``mujoco_sac``, ``mujoco_td3`` and ``mujoco_tqc``, the values the published
+The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` / ``tqc_mujoco`` /
+``crossq_mujoco`` train with (its presets ``mujoco_sac``, ``mujoco_td3``, ``mujoco_tqc`` and
+``mujoco_crossq``, the values the published
 implementations share), so a side-by-side run differs in the implementation only: 2x256
 ReLU MLPs, Adam 3e-4, batch 256, gamma 0.99, tau 0.005, a 1M memory, one gradient step per
 env step from ``learning_starts`` on (SAC and TQC 5000, TD3 25000); SAC's and TQC's
 temperature learned from 1.0 toward -|A|; TQC's 2 critics of 25 quantiles, the 2 largest
 of each dropped from the target; TD3's Gaussian exploration noise 0.1, target noise 0.2
-clipped at 0.5, an actor step every 2 gradient steps. ``--library sb3`` runs SB3's SAC and
-TD3 and sb3-contrib's TQC. Before learning starts the untrained policy acts, as batchrl's
-``sac_mujoco`` and ``tqc_mujoco``; ``--uniform-start`` keeps SB3's own uniform random
+clipped at 0.5, an actor step every 2 gradient steps. CrossQ's are its own (the paper's and
+sbx's defaults): Adam 1e-3 with beta1 0.5, a 2x256 actor and 1024x1024 critics with Batch
+Renormalization, no target networks, an actor step every 3 gradient steps, learning from
+5000 on. ``--library sb3`` runs SB3's SAC and TD3 and sb3-contrib's TQC and CrossQ. Before
+learning starts the untrained policy acts, as batchrl's ``sac_mujoco``, ``tqc_mujoco`` and
+``crossq_mujoco``; ``--uniform-start`` keeps SB3's own uniform random
 actions there instead, as ``td3_mujoco``'s ``start_steps`` (``benchmarks/parity.py``
 passes it for TD3).
 
@@ -42,8 +46,13 @@ VALUES = {
                 target_noise_clip=0.5),
     "tqc": dict(COMMON, learning_starts=5_000, ent_coef="auto_1.0",
                 top_quantiles_to_drop_per_net=2),
+    # no tau: no target networks
+    "crossq": dict(learning_rate=1e-3, batch_size=256, gamma=0.99, buffer_size=1_000_000,
+                   train_freq=1, gradient_steps=1, learning_starts=5_000,
+                   ent_coef="auto_1.0", policy_delay=3),
 }
 NET_ARCH = [256, 256]
+NET_ARCHS = {"crossq": dict(pi=[256, 256], qf=[1024, 1024])}  # the others: NET_ARCH
 # the policy's own settings beside net_arch (sbx's TQCPolicy and sb3-contrib's: their defaults)
 POLICY = {"tqc": dict(n_quantiles=25, n_critics=2)}
 NOISE_STD = {"td3": 0.1}  # Gaussian exploration noise, in units of the action half range
@@ -56,12 +65,12 @@ def model_class(library: str, algo: str, paper_td3: bool = False):
       if algo != "td3":
         raise SystemExit("--paper-td3 changes sbx's TD3 only: give --algo td3")
       return paper_td3_class()
-    return getattr(sbx, algo.upper())
+    return getattr(sbx, {"crossq": "CrossQ"}.get(algo, algo.upper()))
   if paper_td3:
     raise SystemExit("--paper-td3 changes sbx's TD3 (SB3's TD3 is the paper's already)")
-  if algo == "tqc":
+  if algo in ("tqc", "crossq"):
     import sb3_contrib
-    return sb3_contrib.TQC
+    return getattr(sb3_contrib, {"tqc": "TQC", "crossq": "CrossQ"}[algo])
   import stable_baselines3
   return getattr(stable_baselines3, algo.upper())
 
@@ -70,12 +79,12 @@ def distribution(library: str, algo: str) -> str:
   """The package whose version names the peer: sbx-rl, stable-baselines3 or sb3-contrib."""
   if library == "sbx":
     return "sbx-rl"
-  return "sb3-contrib" if algo == "tqc" else "stable-baselines3"
+  return "sb3-contrib" if algo in ("tqc", "crossq") else "stable-baselines3"
 
 
 def settings(algo: str) -> dict:
   """The values a run of ``algo`` trains with (the result's ``settings``)."""
-  return dict(VALUES[algo], net_arch=NET_ARCH, **POLICY.get(algo, {}),
+  return dict(VALUES[algo], net_arch=NET_ARCHS.get(algo, NET_ARCH), **POLICY.get(algo, {}),
               action_noise=NOISE_STD.get(algo))
 
 
@@ -114,7 +123,8 @@ def paper_td3_class():
 def build(library: str, algo: str, env, seed: int, uniform_start: bool,
           paper_td3: bool = False):
   import numpy as np
-  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=NET_ARCH, **POLICY.get(algo, {})))
+  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=NET_ARCHS.get(algo, NET_ARCH),
+                                                  **POLICY.get(algo, {})))
   if algo in NOISE_STD:
     from stable_baselines3.common.noise import NormalActionNoise
     n = env.action_space.shape[0]

@@ -79,6 +79,9 @@ AGENTS: dict[str, AgentCase] = {case.id: case for case in (
     AgentCase("tqc", PENDULUM, dict(_ACTOR_CRITIC, num_quantiles=5),
               ("num_quantile", "num_quantiles"),
               _OUT_OF_RANGE + (("drop_quantiles", 5),)),
+    AgentCase("crossq", PENDULUM, dict(_ACTOR_CRITIC, policy_delay=2),
+              ("polcy_delay", "policy_delay"),
+              _OUT_OF_RANGE + (("update_target_weight", 0.01),)),
     AgentCase("dqfd", CARTPOLE, dict(_REPLAY, demo_memory_capacity=64),
               ("discont", "discount"), _OUT_OF_RANGE),
     # takes no keys at all: every key is unknown, and there is nothing out of range
@@ -103,6 +106,7 @@ FUSED_CONFIGS = {
     "td3": "td3_pendulum_fused",
     "sac": "sac_pendulum_fused",
     "tqc": "tqc_pendulum_fused",
+    "crossq": "crossq_pendulum_fused",
 }
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, configs
-from batchrl.agents import families
+from batchrl.agents import catalog, families
+from batchrl.agents.family import AgentFamily
 from batchrl.configclass import ConfigError, from_dict, override
 from batchrl.envs.core import make
 from batchrl.errors import UserInputError
@@ -37,6 +38,24 @@ def test_the_table_covers_every_agent_type():
   assert sorted(names) == families.api_names()
   assert {families.family_of_type(name).name for name in names} == {
       f.name for f in families.FAMILIES}
+
+
+def test_the_catalog_and_the_families_list_the_same_entries():
+  """``batchrl.agents.catalog`` (the entries, free of JAX, that configs read) and
+  ``FAMILIES`` list the same families, each built from its folder's entry; a family left out
+  of either list is named, and so is an agent name its entry does not list."""
+  assert families.catalog_mismatch(families.FAMILIES, catalog.ENTRIES) is None
+  assert [f.entry for f in families.FAMILIES] == list(catalog.ENTRIES)
+  no_td3 = tuple(e for e in catalog.ENTRIES if e.name != "td3")
+  assert "ENTRIES lacks td3: add its ENTRY" in families.catalog_mismatch(families.FAMILIES,
+                                                                         no_td3)
+  no_td3 = tuple(f for f in families.FAMILIES if f.name != "td3")
+  assert "FAMILIES lacks td3: add its FAMILY" in families.catalog_mismatch(no_td3,
+                                                                           catalog.ENTRIES)
+  dqn = families.family("dqn")
+  with pytest.raises(ValueError, match=r"builds the agents \['dqn'\]; its entry lists "
+                     r"\['dqn', 'ddqn', 'dqn_nstep'\]"):
+    AgentFamily(dqn.entry, api_types=dqn.api_types[:1], make=dqn.make)
 
 
 def test_the_fused_configs_cover_every_family_with_a_gymnax_named_config():

@@ -39,6 +39,8 @@ class ActorCriticConfig(ReplayConfig):
   learning_rate: float = param(3e-4, "The actor's Adam step size (TensorForce: optimizer).")
   critic_learning_rate: float = param(3e-4, "The critic's Adam step size (TensorForce: "
                                       "critic_optimizer).")
+  adam_beta1: float = param(0.9, "Adam's first-moment decay for the actor and the critics "
+                            "(CrossQ's 0.5).")
 
   network: str | None = param(None, "None: MLPs on a Box observation (the 'flat' layout). "
                               "Else a network spec as JSON text (batchrl.networks.layered) for "
@@ -118,6 +120,8 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   if not c.critic_learning_rate > 0:
     raise ConfigError(f"{prefix}.critic_learning_rate must be > 0, got "
                       f"{c.critic_learning_rate!r}.")
+  if not 0 <= c.adam_beta1 < 1:
+    raise ConfigError(f"{prefix}.adam_beta1 must be in [0, 1), got {c.adam_beta1!r}.")
   if c.network is not None:
     try:
       json.loads(c.network)

@@ -27,11 +27,13 @@ class Optimizers(NamedTuple):
 
 
 def optimizers(config, learns_alpha: bool = False) -> Optimizers:
-  """Adam for the actor and the critics (after global-norm clipping with
-  ``max_grad_norm``), and for SAC's log temperature when it ``learns_alpha``."""
+  """Adam (``adam_beta1``) for the actor and the critics (after global-norm clipping with
+  ``max_grad_norm``), and (Adam's defaults) for the log temperature when it
+  ``learns_alpha``."""
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
-  adam = lambda rate: optax.chain(*clip, optax.adam(rate, eps=config.adam_epsilon))
+  adam = lambda rate: optax.chain(*clip, optax.adam(rate, b1=config.adam_beta1,
+                                                    eps=config.adam_epsilon))
   alpha = optax.adam(config.alpha_learning_rate) if learns_alpha else None
   return Optimizers(adam(config.learning_rate), adam(config.critic_learning_rate), alpha)
 

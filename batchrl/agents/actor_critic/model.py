@@ -43,6 +43,7 @@ from batchrl.agents.spaces import SpaceInfo, space_info
 from batchrl.exploration import Exploration
 from batchrl.memories import MemoryState, TransitionItem, import_transitions
 from batchrl.networks.distributions import Categorical
+from batchrl.networks.layer_specs import RenormSettings
 from batchrl.specs import EnvSpec
 
 
@@ -58,12 +59,14 @@ class ActorCriticKind:
   learns_alpha: bool = False  # SAC with alpha_learning_rate > 0: an optimizer for log alpha
   discrete_actions: bool = False  # a Discrete action space is learned, not refused (SAC)
   num_quantiles: int = 0  # > 0: critics of the return's quantiles [C, N, Q] (TQC)
+  renorm: RenormSettings | None = None  # Batch Renormalization in actor and critics (CrossQ)
+  target_networks: bool = True  # False: no target copies are kept (CrossQ)
 
 
 class ACParams(NamedTuple):
-  actor: Any
+  actor: Any  # parameters, or Renormed(parameters, statistics) (CrossQ)
   critic: Any
-  target_actor: Any
+  target_actor: Any  # () without target networks (CrossQ)
   target_critic: Any
   log_alpha: jax.Array  # [] SAC's log temperature (0, unused, for DDPG and TD3)
 
@@ -122,12 +125,13 @@ def networks(config: ActorCriticConfig, kind: ActorCriticKind, info: SpaceInfo) 
   """The pure functions of ``kind``'s actor and critics for ``info`` (built where a
   function is traced: no module-level cache)."""
   return make_networks(config, info, kind.num_critics, kind.stochastic, kind.name,
-                       kind.discrete_actions, kind.num_quantiles)
+                       kind.discrete_actions, kind.num_quantiles, kind.renorm)
 
 
 def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
          spec: EnvSpec) -> ACState:
-  """Online and target networks (equal), optimizers, an empty memory, zero noise."""
+  """Online and target networks (equal; no targets unless ``kind.target_networks``),
+  optimizers, an empty memory, zero noise."""
   info = space_info(spec, layout(config, spec))
   nets = networks(config, kind, info)
   memory = replay.memory_of(config, info)
@@ -138,10 +142,12 @@ def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
   params_key, state_key = jax.random.split(key)
   actor, critic = nets.init(params_key)
   log_alpha = jnp.log(jnp.float32(getattr(config, "initial_alpha", 1.0)))
-  params = ACParams(actor, critic, actor, critic, log_alpha)
+  targets = (actor, critic) if kind.target_networks else ((), ())
+  params = ACParams(actor, critic, *targets, log_alpha)
   opts = optimizers(config, kind.learns_alpha)
   zero = jnp.int32(0)
-  opt_state = ACOptState(opts.actor.init(actor), opts.critic.init(critic),
+  opt_state = ACOptState(opts.actor.init(nets.params_of(actor)),
+                         opts.critic.init(nets.params_of(critic)),
                          () if opts.alpha is None else opts.alpha.init(log_alpha), zero)
   noise = (() if kind.exploration is None
            else kind.exploration.init(info.num_envs, (nets.actions.size,)))

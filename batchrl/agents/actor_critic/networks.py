@@ -15,13 +15,19 @@ probability exactly 0, so they are never sampled and add nothing to values or en
 * ``tree``: each network gets its own torso built from the JSON network spec
   (``batchrl.networks.layered``); the critics join the action to its features and go on
   through ``critic_layers``.
+
+With ``renorm`` (CrossQ), Batch Renormalization (``batchrl.networks.batch_renorm``) comes
+first on each MLP's input (the observation, or the torso's features; the critics' joined
+with the action) and after each hidden activation; the networks' variables are then
+``Renormed(params, stats)``, and ``ACNetworks`` gains the training passes that move the
+statistics.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
 import gymnasium as gym
@@ -32,8 +38,10 @@ import numpy as np
 from batchrl.agents import spaces
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.networks.actions import ActionMap, action_map
+from batchrl.networks.batch_renorm import BatchRenorm
 from batchrl.networks.dense import Dense  # nn.Dense with a weight gradient fast on the CPU
 from batchrl.networks.distributions import Categorical
+from batchrl.networks.layer_specs import RenormSettings
 from batchrl.networks.layered import build_network, input_specs_from_space
 
 DISCRETE_AGENTS = "dqn, ddqn, dqn_nstep, dqfd, ppo, vpg, trpo, sac"
@@ -135,13 +143,20 @@ def squashed_log_prob(action: jax.Array, mean: jax.Array, log_std: jax.Array) ->
 
 
 class MLP(nn.Module):
+  """Dense layers and their activation; with ``renorm``, Batch Renormalization on the input
+  and after each activation (``train``: its training pass)."""
+
   layers: tuple[int, ...]
   activation: str
+  renorm: RenormSettings | None = None
 
   @nn.compact
-  def __call__(self, x):
+  def __call__(self, x, train: bool = False):
+    renorm = (lambda x: x) if self.renorm is None else (
+        lambda x: BatchRenorm(self.renorm)(x, train))
+    x = renorm(x)
     for size in self.layers:
-      x = _ACTIVATIONS[self.activation](Dense(size)(x))
+      x = renorm(_ACTIVATIONS[self.activation](Dense(size)(x)))
     return x
 
 
@@ -156,10 +171,14 @@ class Actor(nn.Module):
   size: int
   stochastic: bool
   categorical: bool = False
+  renorm: RenormSettings | None = None
 
   @nn.compact
-  def __call__(self, obs):
-    x = MLP(self.layers, self.activation)(obs) if self.torso is None else self.torso((), obs)[1]
+  def __call__(self, obs, train: bool = False):
+    if self.torso is None:
+      x = MLP(self.layers, self.activation, self.renorm)(obs, train)
+    else:  # the torso's features, renormalized when the MLPs are
+      x = MLP((), self.activation, self.renorm)(self.torso((), obs)[1], train)
     if self.categorical:
       return Dense(self.size, name="logits")(x)
     if not self.stochastic:
@@ -179,13 +198,15 @@ class Critic(nn.Module):
   activation: str
   num_values: int = 0
   num_quantiles: int = 0
+  renorm: RenormSettings | None = None
 
   @nn.compact
-  def __call__(self, obs, action):
+  def __call__(self, obs, action, train: bool = False):
     x = obs if self.torso is None else self.torso((), obs)[1]
     if self.num_values:
       return Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
-    x = MLP(self.layers, self.activation)(jnp.concatenate([x, action], axis=-1))
+    x = MLP(self.layers, self.activation, self.renorm)(jnp.concatenate([x, action], axis=-1),
+                                                      train)
     if self.num_quantiles:
       return Dense(self.num_quantiles, name="q")(x)
     return Dense(1, name="q")(x)[..., 0]
@@ -201,13 +222,23 @@ class Critics(nn.Module):
   activation: str
   num_values: int = 0
   num_quantiles: int = 0
+  renorm: RenormSettings | None = None
 
   @nn.compact
-  def __call__(self, obs, action):
+  def __call__(self, obs, action, train: bool = False):
     return jnp.stack([
         Critic(None if self.torsos is None else self.torsos[i], self.layers, self.activation,
-               self.num_values, self.num_quantiles, name=f"critic_{i}")(obs, action)
+               self.num_values, self.num_quantiles, self.renorm,
+               name=f"critic_{i}")(obs, action, train)
         for i in range(self.num)])
+
+
+class Renormed(NamedTuple):
+  """The variables of a network with Batch Renormalization: ``params``, what gradients
+  move, and ``stats``, its layers' running statistics, which training passes move."""
+
+  params: Any
+  stats: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +254,11 @@ class ACNetworks:
     actions: normalized ``[N, A]`` <-> the env's actions, or ``DiscreteActions``.
     stochastic: whether the actor is a squashed Gaussian or categorical.
     q_values: Discrete only: ``(params, obs) -> Q(s, .) [C, N, n]``; None otherwise.
+    params_of: the part of a network's variables that gradients move (all of them but
+      ``Renormed``'s statistics): what the optimizers see.
+    actor_train, critic_train: with Batch Renormalization only (``Renormed`` variables):
+      the training passes, ``(variables, obs[, action]) -> (output, new stats)``; ``actor``
+      and ``critic`` are then the inference passes (running statistics).
   """
 
   init: Callable[[jax.Array], tuple[Any, Any]]
@@ -231,6 +267,9 @@ class ACNetworks:
   actions: ActionMap | DiscreteActions
   stochastic: bool
   q_values: Callable[[Any, Any], jax.Array] | None = None
+  params_of: Callable[[Any], Any] = lambda variables: variables
+  actor_train: Callable[[Renormed, Any], tuple[Any, Any]] | None = None
+  critic_train: Callable[[Renormed, Any, jax.Array], tuple[jax.Array, Any]] | None = None
 
   @property
   def discrete(self) -> bool:
@@ -244,11 +283,13 @@ class ACNetworks:
 
 
 def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
-                  agent: str, discrete: bool = False, num_quantiles: int = 0) -> ACNetworks:
+                  agent: str, discrete: bool = False, num_quantiles: int = 0,
+                  renorm: RenormSettings | None = None) -> ACNetworks:
   """The networks for ``info`` (flat layout: MLPs; tree layout: a torso per network from
   ``config.network``, 'auto' when None); ``discrete``: the agent learns one Discrete action
   with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC);
-  ``num_quantiles`` > 0: each critic gives that many quantiles of the return (TQC)."""
+  ``num_quantiles`` > 0: each critic gives that many quantiles of the return (TQC);
+  ``renorm``: Batch Renormalization in both (CrossQ; float actions)."""
   actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
   if info.layout == "flat":
     actor_torso, critic_torsos = None, None
@@ -268,9 +309,12 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
   if isinstance(actions, DiscreteActions):
     return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
                               example, prepare)
-  actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic)
+  actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic,
+                renorm=renorm)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
-                    num_quantiles=num_quantiles)
+                    num_quantiles=num_quantiles, renorm=renorm)
+  if renorm is not None:
+    return _renormed_networks(actor, critics, actions, stochastic, example, prepare)
 
   # the example input is made per call: init may run inside a trace (a jitted or vmapped
   # init), whose arrays must not outlive it
@@ -284,6 +328,33 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
       init, lambda params, obs: actor.apply({"params": params}, prepare(obs)[0]),
       lambda params, obs, a: critics.apply({"params": params}, prepare(obs)[0], a), actions,
       stochastic)
+
+
+def _renormed_networks(actor: Actor, critics: Critics, actions: ActionMap, stochastic: bool,
+                       example, prepare) -> ACNetworks:
+  """The networks of ``make_networks`` with Batch Renormalization: ``Renormed`` variables,
+  inference passes as ``actor`` and ``critic``, and the training passes."""
+
+  def variables(v: Renormed) -> dict:
+    return {"params": v.params, "batch_stats": v.stats}
+
+  def init(key):
+    actor_key, critic_key = jax.random.split(key)
+    obs = prepare(example())[0]
+    a = actor.init(actor_key, obs)
+    c = critics.init(critic_key, obs, jnp.zeros((1, actions.size), jnp.float32))
+    return Renormed(a["params"], a["batch_stats"]), Renormed(c["params"], c["batch_stats"])
+
+  def training(module: nn.Module, v: Renormed, *inputs):
+    out, changed = module.apply(variables(v), *inputs, train=True, mutable=["batch_stats"])
+    return out, changed["batch_stats"]
+
+  return ACNetworks(
+      init, lambda v, obs: actor.apply(variables(v), prepare(obs)[0]),
+      lambda v, obs, a: critics.apply(variables(v), prepare(obs)[0], a), actions, stochastic,
+      params_of=lambda v: v.params,
+      actor_train=lambda v, obs: training(actor, v, prepare(obs)[0]),
+      critic_train=lambda v, obs, a: training(critics, v, prepare(obs)[0], a))
 
 
 def _discrete_networks(config, actions: DiscreteActions, num_critics: int, actor_torso,

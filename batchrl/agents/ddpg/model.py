@@ -9,6 +9,7 @@ from batchrl.agents.actor_critic.model import ActorCriticKind, make_actor_critic
 from batchrl.agents.core import Model
 from batchrl.agents.ddpg.config import DDPGConfig
 from batchrl.agents.ddpg.update import update
+from batchrl.exploration import exploration_of
 
 
 def make_ddpg(config: DDPGConfig | None = None, name: str = "ddpg") -> Model:
@@ -17,5 +18,6 @@ def make_ddpg(config: DDPGConfig | None = None, name: str = "ddpg") -> Model:
   if not isinstance(config, DDPGConfig):
     raise TypeError(f"make_ddpg takes a DDPGConfig, got {type(config).__name__}.")
   kind = ActorCriticKind(name, num_critics=1, stochastic=False,
-                         exploration=parse_exploration(config.exploration, "ddpg.exploration"))
+                         exploration=exploration_of(
+                             parse_exploration(config.exploration, "ddpg.exploration")))
   return make_actor_critic(config, kind, update)

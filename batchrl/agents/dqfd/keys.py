@@ -23,18 +23,18 @@ key                                 meaning
                                     built-in source) and pretraining steps made then
 ==================================  ============================================================
 
-Object API (``FAMILY.host_methods`` in ``batchrl.agents.dqfd``: ``batchrl.Agent`` runs them
-on its model state, a ``batchrl.agents.dqfd.DQFDState``)::
+Object API (``FAMILY.host_methods`` in ``batchrl.agents.dqfd.family``: ``batchrl.Agent`` runs them
+on its model state, a ``batchrl.agents.dqfd.model.DQFDState``)::
 
     agent.import_demonstrations(demonstrations)
-        -> batchrl.agents.dqfd.import_demonstrations(model_state, demonstrations)
+        -> batchrl.agents.dqfd.model.import_demonstrations(model_state, demonstrations)
         demonstrations: a list of dicts (state, action, reward, terminal, internal) or one
         dict of arrays (states, actions, rewards, terminals, optional next_states); appends,
         growing the memory (and agent.spec's demo_memory_capacity) when they do not fit
     agent.set_demonstrations(batch)
-        -> batchrl.agents.dqfd.set_demonstrations(model_state, batch)      (replaces)
+        -> batchrl.agents.dqfd.model.set_demonstrations(model_state, batch)      (replaces)
     agent.pretrain(steps) -> metrics
-        -> batchrl.agents.dqfd.pretrain(model_state, steps)   -> (model_state, metrics)
+        -> batchrl.agents.dqfd.model.pretrain(model_state, steps)   -> (model_state, metrics)
         raises NoDemonstrationsError (a UserInputError) when none are stored
 
 All three are host-side functions (not jitted themselves; ``pretrain`` runs one compiled

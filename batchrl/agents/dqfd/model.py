@@ -54,6 +54,7 @@ from batchrl.agents.replay.q_config import parse_exploration
 from batchrl.agents.replay.q_learning import DQNState
 from batchrl.agents.replay.updates import Static
 from batchrl.errors import UserInputError
+from batchrl.exploration import exploration_of
 from batchrl.memories import Memory, MemoryState, TransitionItem, import_transitions, make_memory
 from batchrl.ops.targets import soft_update
 from batchrl.specs import EnvSpec
@@ -77,7 +78,7 @@ def make_dqfd(config: DQFDConfig | None = None, name: str = "dqfd") -> Model:
   config = DQFDConfig() if config is None else config
   if not isinstance(config, DQFDConfig):
     raise TypeError(f"make_dqfd takes a DQFDConfig, got {type(config).__name__}.")
-  exploration = parse_exploration(config.exploration)
+  exploration = exploration_of(parse_exploration(config.exploration))
   return replay.replay_model(
       config, name,
       init=lambda key, spec: init(config, key, spec),

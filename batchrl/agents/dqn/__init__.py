@@ -1,23 +1,18 @@
 """DQN, Double DQN, dueling and n-step DQN as a pure ``Model`` over a replay memory
-(``batchrl.memories``); TensorForce keys in ``batchrl.agents.dqn.keys``. The Q-learning
-itself (config, networks, model functions, losses) is in ``batchrl.agents.replay``, shared
-with DQFD."""
-from batchrl.agents.dqn.keys import api_type
-from batchrl.agents.dqn.model import make_dqn
-from batchrl.agents.dqn.presets import cartpole
-from batchrl.agents.family import AgentFamily, replaces_state
+(``batchrl.memories``; the model is ``model.py``, the family ``family.py``); TensorForce keys in
+``batchrl.agents.dqn.keys``. The Q-learning itself (config, networks, model functions, losses)
+is in ``batchrl.agents.replay``, shared with DQFD. This module is the family's entry, free of
+JAX: its config and measured presets."""
+from batchrl.agents.dqn.presets import cartpole, minatar
+from batchrl.agents.family import FamilyEntry
 from batchrl.agents.replay.q_config import DQNConfig
-from batchrl.agents.replay.q_learning import DQNState, import_observations
 
-FAMILY = AgentFamily(
+ENTRY = FamilyEntry(
     "dqn", "Deep Q-networks (double, dueling, n-step, prioritized replay)",
-    api_types=(
-        api_type("dqn", "Deep Q-network (replay memory, target network; double, dueling, "
-                 "n-step and prioritized options)"),
-        api_type("ddqn", "Double DQN (double_dqn forced)", forced={"double_dqn": True}),
-        api_type("dqn_nstep", "DQN with n-step returns (n_step 3 by default)",
-                 defaults={"n_step": 3})),
-    config_class=DQNConfig, make=make_dqn,
-    host_methods={"import_observations": replaces_state(import_observations)})
+    agents={"dqn": "Deep Q-network (replay memory, target network; double, dueling, n-step "
+                   "and prioritized options)",
+            "ddqn": "Double DQN (double_dqn forced)",
+            "dqn_nstep": "DQN with n-step returns (n_step 3 by default)"},
+    config_class=DQNConfig)
 
-__all__ = ["DQNConfig", "DQNState", "FAMILY", "cartpole", "import_observations", "make_dqn"]
+__all__ = ["DQNConfig", "ENTRY", "cartpole", "minatar"]

@@ -9,6 +9,7 @@ from batchrl.agents.core import Model
 from batchrl.agents.replay import q_learning
 from batchrl.agents.replay.q_config import DQNConfig, parse_exploration
 from batchrl.agents.replay.updates import replay_model
+from batchrl.exploration import exploration_of
 
 
 def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
@@ -16,7 +17,7 @@ def make_dqn(config: DQNConfig | None = None, name: str = "dqn") -> Model:
   config = DQNConfig() if config is None else config
   if not isinstance(config, DQNConfig):
     raise TypeError(f"make_dqn takes a DQNConfig, got {type(config).__name__}.")
-  exploration = parse_exploration(config.exploration)
+  exploration = exploration_of(parse_exploration(config.exploration))
   return replay_model(
       config, name,
       init=lambda key, spec: q_learning.init(config, key, spec),

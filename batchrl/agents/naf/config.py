@@ -44,5 +44,5 @@ class NAFConfig(ReplayConfig):
 
 
 def parse_naf_exploration(text: str | None):
-  """The ``Exploration`` of ``NAFConfig.exploration`` (None without noise)."""
+  """The ``ExplorationSpec`` of ``NAFConfig.exploration`` (None without noise)."""
   return replay_config.parse_exploration(text, "naf.exploration", "float")

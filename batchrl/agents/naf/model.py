@@ -41,6 +41,7 @@ from batchrl.agents.naf.networks import NAFNetworks, advantage, check_continuous
 from batchrl.agents.replay import losses
 from batchrl.agents.replay import updates as replay
 from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.exploration import exploration_of
 from batchrl.memories import MemoryState, TransitionItem, import_transitions
 from batchrl.specs import EnvSpec
 
@@ -67,7 +68,7 @@ def make_naf(config: NAFConfig | None = None, name: str = "naf") -> Model:
   config = NAFConfig() if config is None else config
   if not isinstance(config, NAFConfig):
     raise TypeError(f"make_naf takes a NAFConfig, got {type(config).__name__}.")
-  exploration = parse_naf_exploration(config.exploration)
+  exploration = exploration_of(parse_naf_exploration(config.exploration))
   return replay.replay_model(
       config, name,
       init=lambda key, spec: init(config, exploration, key, spec),

@@ -33,8 +33,8 @@ from batchrl.agents.policy_gradient.config import BASELINE_NAMES, PGConfig
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.configclass import ConfigError
 from batchrl.networks.heads import ActionHeads, action_specs_from_space
+from batchrl.networks.layer_specs import NetworkSpecError
 from batchrl.networks.layered import build_network, input_specs_from_space
-from batchrl.networks.layers import NetworkSpecError
 from batchrl.networks.mlp import MLP, reset_carry
 from batchrl.specs import EnvSpec
 

@@ -17,7 +17,7 @@ import json
 from typing import Literal
 
 from batchrl.configclass import ConfigError, configclass, param
-from batchrl.networks.layers import RECURRENT_TYPES
+from batchrl.networks.layer_specs import RECURRENT_TYPES
 
 
 @configclass

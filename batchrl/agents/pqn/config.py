@@ -18,7 +18,7 @@ import json
 from typing import Literal
 
 from batchrl.configclass import ConfigError, configclass, param
-from batchrl.networks.layers import NetworkSpecError, check_layer
+from batchrl.networks.layer_specs import NetworkSpecError, check_layer
 
 # The layer types PQN's networks take (``networks.layer_specs``): each dense/conv2d layer is
 # followed by the JSON builder's layer_norm, then its activation.

@@ -27,8 +27,8 @@ from batchrl.agents import spaces
 from batchrl.agents.replay.q_networks import Component, action_masks, components, split_components
 from batchrl.agents.spaces import SpaceInfo
 from batchrl.configclass import ConfigError
+from batchrl.networks.layer_specs import NetworkSpecError
 from batchrl.networks.layered import InputSpec, build_network
-from batchrl.networks.layers import NetworkSpecError
 
 
 def not_discrete_error(space: gym.Space) -> ConfigError:

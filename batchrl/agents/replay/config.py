@@ -12,7 +12,7 @@ import json
 
 from batchrl.configclass import ConfigError, configclass, param
 from batchrl.errors import did_you_mean
-from batchrl.exploration import ExplorationSpecError, build_exploration
+from batchrl.exploration_spec import ExplorationSpec, ExplorationSpecError, parse_exploration_spec
 
 MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")
 
@@ -97,9 +97,10 @@ def check_replay(c: ReplayConfig, prefix: str) -> None:
     raise ConfigError(f"{prefix}.max_grad_norm must be None or > 0, got {c.max_grad_norm!r}.")
 
 
-def parse_exploration(text: str | None, where: str, kind: str):
-  """The ``Exploration`` of an ``exploration`` field (JSON text of a ``batchrl.exploration``
-  spec for ``kind`` ('int' or 'float') actions; None: none); errors name ``where``."""
+def parse_exploration(text: str | None, where: str, kind: str) -> ExplorationSpec | None:
+  """The ``ExplorationSpec`` of an ``exploration`` field (JSON text of a
+  ``batchrl.exploration`` spec for ``kind`` ('int' or 'float') actions; None: none), checked
+  without JAX (``batchrl.exploration.exploration_of`` builds it); errors name ``where``."""
   if text is None:
     return None
   try:
@@ -107,7 +108,7 @@ def parse_exploration(text: str | None, where: str, kind: str):
   except json.JSONDecodeError as e:
     raise ConfigError(f"{where} is not valid JSON: {e}") from None
   try:
-    exploration = build_exploration(spec, where)
+    exploration = parse_exploration_spec(spec, where)
     if exploration is not None:
       exploration.check_kind(kind)
   except ExplorationSpecError as e:

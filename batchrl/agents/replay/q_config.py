@@ -61,5 +61,5 @@ def check_dqn(c: DQNConfig, prefix: str) -> None:
 
 
 def parse_exploration(text: str | None, prefix: str = "dqn"):
-  """The epsilon-greedy ``Exploration`` of ``DQNConfig.exploration`` (None when greedy)."""
+  """The epsilon-greedy ``ExplorationSpec`` of ``DQNConfig.exploration`` (None when greedy)."""
   return replay_config.parse_exploration(text, f"{prefix}.exploration", "int")

@@ -10,11 +10,10 @@ from batchrl.agents.actor_critic.config import (
   check_actor_critic,
   parse_exploration,
 )
-from batchrl.agents.actor_critic.losses import first_critic, smallest_critic
 from batchrl.configclass import ConfigError, configclass, param
 
-# actor_q: the critic TD3's actor climbs, Q1 or the smaller of the two
-ACTOR_Q = {"first": first_critic, "min": smallest_critic}
+# actor_q: the critic TD3's actor climbs, Q1 or the smaller of the two (update.ACTOR_Q)
+ACTOR_Q_CHOICES = ("first", "min")
 
 
 @configclass
@@ -40,8 +39,8 @@ class TD3Config(DeterministicActorConfig):
     if self.policy_delay < 1:
       raise ConfigError(f"td3.policy_delay must be >= 1 (gradient steps per actor step), got "
                         f"{self.policy_delay!r}.")
-    if self.actor_q not in ACTOR_Q:
-      raise ConfigError(f"td3.actor_q must be one of {', '.join(map(repr, ACTOR_Q))}, got "
+    if self.actor_q not in ACTOR_Q_CHOICES:
+      raise ConfigError(f"td3.actor_q must be one of {', '.join(map(repr, ACTOR_Q_CHOICES))}, got "
                         f"{self.actor_q!r}.")
     for name in ("target_noise", "target_noise_clip"):
       if getattr(self, name) < 0:

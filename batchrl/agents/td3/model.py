@@ -9,6 +9,7 @@ from batchrl.agents.actor_critic.model import ActorCriticKind, make_actor_critic
 from batchrl.agents.core import Model
 from batchrl.agents.td3.config import TD3Config
 from batchrl.agents.td3.update import update
+from batchrl.exploration import exploration_of
 
 
 def make_td3(config: TD3Config | None = None, name: str = "td3") -> Model:
@@ -17,5 +18,6 @@ def make_td3(config: TD3Config | None = None, name: str = "td3") -> Model:
   if not isinstance(config, TD3Config):
     raise TypeError(f"make_td3 takes a TD3Config, got {type(config).__name__}.")
   kind = ActorCriticKind(name, num_critics=2, stochastic=False,
-                         exploration=parse_exploration(config.exploration, "td3.exploration"))
+                         exploration=exploration_of(
+                             parse_exploration(config.exploration, "td3.exploration")))
   return make_actor_critic(config, kind, update)

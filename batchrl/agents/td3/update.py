@@ -13,11 +13,20 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.agents.actor_critic import learning
-from batchrl.agents.actor_critic.losses import bellman_target, deterministic_actor_loss
+from batchrl.agents.actor_critic.losses import (
+  bellman_target,
+  deterministic_actor_loss,
+  first_critic,
+  smallest_critic,
+)
 from batchrl.agents.actor_critic.model import ACOptState, ACParams, ACState
 from batchrl.agents.actor_critic.networks import ACNetworks
-from batchrl.agents.td3.config import ACTOR_Q, TD3Config
+from batchrl.agents.td3.config import ACTOR_Q_CHOICES, TD3Config
 from batchrl.agents.td3.losses import td3_next_value
+
+# TD3Config.actor_q -> the critic the actor climbs, Q1 or the smaller of the two
+ACTOR_Q = {"first": first_critic, "min": smallest_critic}
+assert tuple(ACTOR_Q) == ACTOR_Q_CHOICES, "TD3Config.actor_q and ACTOR_Q name other critics"
 
 
 def update(config: TD3Config, nets: ACNetworks, state: ACState):

@@ -1,18 +1,13 @@
-"""VPG (REINFORCE) with TensorForce's baselines (none / states / network) as a pure
-``Model``."""
-from batchrl.agents.family import AgentFamily, AgentType, anneal_over_run
-from batchrl.agents.policy_gradient.model import PGState
+"""VPG (REINFORCE) with TensorForce's baselines (none / states / network) as a pure ``Model``
+(``model.py``; its family, ``family.py``). This module is the family's entry, free of JAX: its
+config and measured presets."""
+from batchrl.agents.family import FamilyEntry, anneal_over_run
 from batchrl.agents.vpg.config import VPGConfig
-from batchrl.agents.vpg.keys import vpg_config, vpg_keys
-from batchrl.agents.vpg.model import make_vpg
 from batchrl.agents.vpg.presets import cartpole_fused
 
-FAMILY = AgentFamily(
+ENTRY = FamilyEntry(
     "vpg", "Vanilla policy gradient (REINFORCE) with a baseline",
-    api_types=(AgentType("vpg", "Vanilla policy gradient (REINFORCE) with a baseline",
-                         lambda kwargs, context: make_vpg(vpg_config(kwargs, context)),
-                         vpg_keys()),),
-    config_class=VPGConfig, make=make_vpg,
-    fit_schedules=anneal_over_run)
+    agents={"vpg": "Vanilla policy gradient (REINFORCE) with a baseline"},
+    config_class=VPGConfig, fit_schedules=anneal_over_run)
 
-__all__ = ["FAMILY", "PGState", "VPGConfig", "cartpole_fused", "make_vpg"]
+__all__ = ["ENTRY", "VPGConfig", "cartpole_fused"]

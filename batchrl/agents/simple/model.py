@@ -1,5 +1,5 @@
-"""Agents without learning: ``random_agent`` and ``fixed_agent`` (TensorForce's random and
-constant agents). They exercise drivers and ``simulate`` and serve as baselines."""
+"""Agents without learning as ``Model``s: ``random_agent`` and ``fixed_agent`` (TensorForce's
+random and constant agents). They exercise drivers and ``simulate`` and serve as baselines."""
 from __future__ import annotations
 
 from typing import Callable
@@ -10,8 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.agents.core import Model, never_ready, no_store, no_update
-from batchrl.agents.family import AgentFamily, AgentType, BuildContext, check_keys
-from batchrl.configclass import ConfigError
 from batchrl.specs import EnvSpec
 
 
@@ -78,48 +76,3 @@ def fixed_agent(policy: Callable) -> Model:
 
   return Model(init=init, act=act, store=no_store, update=no_update, ready=never_ready,
                name="fixed")
-
-
-# ---------------------------------------------------------------- object-API types
-
-
-def _build_random(kwargs: dict, context: BuildContext) -> Model:
-  check_keys(kwargs, (), "random")
-  return random_agent(context.action_space)
-
-
-def _build_constant(kwargs: dict, context: BuildContext) -> Model:
-  check_keys(kwargs, ("action_values",), "constant")
-  if "action_values" not in kwargs:
-    raise ConfigError("the constant agent needs action_values: the action to take (a dict "
-                      "of named actions for several).")
-  values = kwargs["action_values"]
-  space = context.action_space
-  if not space.contains(_as_space_value(space, values)):
-    raise ConfigError(f"action_values {values!r} is not a valid action of {space}.")
-  constant = _as_space_value(space, values)
-
-  def policy(obs):
-    batch = jax.tree.leaves(obs)[0].shape[0]
-    return jax.tree.map(lambda v: jnp.broadcast_to(jnp.asarray(v), (batch,) + np.shape(v)),
-                        constant)
-
-  return fixed_agent(policy)
-
-
-def _as_space_value(space, values):
-  if isinstance(space, gym.spaces.Dict):
-    if not isinstance(values, dict):
-      return values
-    return {k: _as_space_value(space.spaces[k], v) if k in space.spaces else v
-            for k, v in values.items()}
-  if isinstance(space, gym.spaces.Discrete):
-    return np.int64(values) if isinstance(values, (int, np.integer)) else values
-  return np.asarray(values, dtype=space.dtype)
-
-
-FAMILY = AgentFamily(
-    "simple", "Baselines without learning (object API only)",
-    api_types=(AgentType("random", "Uniformly random actions (a baseline)", _build_random),
-               AgentType("constant", "Always the same action (action_values)",
-                         _build_constant, ("action_values",))))
