@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, checkpoint
+from batchrl.agents.actor_critic import learning
+from batchrl.agents.actor_critic.keys import actor_critic_config
 from batchrl.agents.actor_critic.losses import (
   deterministic_actor_loss,
   smallest_critic,
@@ -29,6 +31,8 @@ from batchrl.agents.crossq import CrossQConfig
 from batchrl.agents.crossq.model import make_crossq
 from batchrl.agents.ddpg import DDPGConfig
 from batchrl.agents.ddpg.model import make_ddpg
+from batchrl.agents.families import family_of_type
+from batchrl.agents.family import BuildContext
 from batchrl.agents.sac import SACConfig
 from batchrl.agents.sac.model import make_sac
 from batchrl.agents.spaces import space_info
@@ -205,6 +209,45 @@ def test_one_ddpg_update_moves_the_targets_by_tau(tau):
                                before.critic)):
     for t, n, o in zip(leaves(target), leaves(online), leaves(old)):
       np.testing.assert_allclose(t, tau * n + (1 - tau) * o, rtol=1e-6, atol=1e-7)
+
+
+def test_n_step_batches_sum_the_window_and_bootstrap_with_discount_to_the_steps_used():
+  """With ``n_step`` 3 a sampled step's target reads ``r_t + g r_t+1 + g^2 r_t+2`` and
+  bootstraps from ``s_t+3`` with ``g^3``; a window stops after an episode's end (its
+  ``terminated`` then true: no bootstrap) and at the newest stored step."""
+  config = SACConfig(**dict(TINY, n_step=3), discount=0.5)
+  model = make_sac(config)
+  state = model.init(jax.random.key(0), EnvSpec(OBS, TORQUE, 1))
+  ends = {6}  # the episode ends on step 6; step 7 starts the next one
+  for t in range(12):
+    obs = np.full((1, 3), t, np.float32)
+    state = model.store(state, fused.Transition(
+        obs, np.zeros((1, 1), np.float32), jnp.asarray([float(t)]), jnp.asarray([t in ends]),
+        jnp.zeros(1, bool), obs + 1.0, {}))
+  batch = learning.sample_batch(config, state, jax.random.key(1))
+  lengths = []
+  for k, t in enumerate(np.asarray(batch.items.obs)[:, 0].astype(int)):
+    used = [u for u in range(t, min(t + 3, 12))]
+    for i, u in enumerate(used):  # cut after an end
+      if u in ends:
+        used = used[:i + 1]
+        break
+    assert float(batch.items.reward[k]) == sum(0.5 ** i * u for i, u in enumerate(used))
+    assert float(batch.items.next_obs[k, 0]) == used[-1] + 1
+    assert bool(batch.items.terminated[k]) == (used[-1] in ends)
+    assert float(batch.discount[k]) == 0.5 ** len(used)
+    lengths.append(len(used))
+  assert 3 in lengths and min(lengths) < 3, lengths  # whole windows and cut ones were drawn
+
+
+def test_n_step_is_a_key_of_every_actor_critic_agent_and_must_be_positive():
+  with pytest.raises(ConfigError, match="sac.n_step must be >= 1"):
+    SACConfig(n_step=0)
+  context = BuildContext(1, [{"type": "dense", "size": 8}], TORQUE)
+  for agent in ("ddpg", "td3", "sac", "tqc", "crossq"):
+    config = actor_critic_config(family_of_type(agent).entry.config_class,
+                                 dict(n_step=3, critic_layers=[8]), context, agent)
+    assert config.n_step == 3
 
 
 def test_td3_moves_its_actor_and_targets_every_policy_delay_steps():

@@ -333,8 +333,8 @@ def test_tqc_target_is_the_truncated_pooled_quantiles_minus_alpha_log_pi(tqc):
   items = tqc_items(tqc["batch"])
   config = TQCConfig(**TINY, num_critics=3, num_quantiles=5, drop_quantiles=2)
   p = tqc["state"].params
-  got = tqc_target(config, model_nets, p.actor, p.target_critic, items, tqc["target_key"],
-                   jnp.exp(p.log_alpha))
+  got = tqc_target(config, model_nets, p.actor, p.target_critic, items, config.discount,
+                   tqc["target_key"], jnp.exp(p.log_alpha))
   assert got.shape == (K, 9)
   assert_close(got, tqc["expected"]["target"], "truncated target atoms")
   m = tqc["metrics"]

@@ -41,6 +41,10 @@ class ActorCriticConfig(ReplayConfig):
                                       "critic_optimizer).")
   adam_beta1: float = param(0.9, "Adam's first-moment decay for the actor and the critics "
                             "(CrossQ's 0.5).")
+  n_step: int = param(1, "n-step returns: the critics' target sums n discounted rewards of "
+                      "the stored steps, then bootstraps from the state after them with "
+                      "discount^n (cut at an episode end, where it bootstraps no more, or at "
+                      "the newest stored step); 1: one-step targets.")
 
   network: str | None = param(None, "None: MLPs on a Box observation (the 'flat' layout). "
                               "Else a network spec as JSON text (batchrl.networks.layered) for "
@@ -120,6 +124,8 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   if not c.critic_learning_rate > 0:
     raise ConfigError(f"{prefix}.critic_learning_rate must be > 0, got "
                       f"{c.critic_learning_rate!r}.")
+  if c.n_step < 1:
+    raise ConfigError(f"{prefix}.n_step must be >= 1 (1: one-step targets), got {c.n_step!r}.")
   if not 0 <= c.adam_beta1 < 1:
     raise ConfigError(f"{prefix}.adam_beta1 must be in [0, 1), got {c.adam_beta1!r}.")
   if c.network is not None:

@@ -16,7 +16,8 @@ import optax
 from batchrl.agents.actor_critic.losses import critic_loss
 from batchrl.agents.actor_critic.networks import ACNetworks
 from batchrl.agents.replay import updates as replay
-from batchrl.memories import Memory
+from batchrl.agents.replay.losses import nstep_returns
+from batchrl.memories import Memory, transition_window_mask
 from batchrl.ops.targets import polyak_update
 
 
@@ -98,11 +99,43 @@ def step_keys(key: jax.Array):
   return jax.random.split(key, 3)
 
 
-def sample_batch(config, state, key: jax.Array):
-  """A batch of ``batch_size`` transitions from the state's replay memory (``.items``,
-  ``.index [K]``, importance ``.weight [K]``)."""
+class Batch(NamedTuple):
+  """What a learning step learns from: ``items`` (transitions), ``index [K]`` (their places in
+  the memory), importance ``weight [K]``, and ``discount``, the factor of the value
+  bootstrapped from ``items.next_obs``: ``config.discount``, or with ``n_step > 1``
+  ``discount^m [K]`` for windows of ``m`` steps, whose summed discounted rewards, last
+  ``terminated`` and last ``next_obs`` the items then hold (``nstep_batch``)."""
+
+  items: Any
+  index: jax.Array
+  weight: jax.Array
+  discount: Any  # float or [K]
+
+
+def sample_batch(config, state, key: jax.Array) -> Batch:
+  """A batch of ``batch_size`` transitions (or n-step windows) from the state's replay
+  memory."""
   memory = replay.memory_of(config, state.info)
-  return memory.sample(state.memory, key, config.batch_size, state.num_steps)
+  sample = memory.sample(state.memory, key, config.batch_size, state.num_steps)
+  if config.n_step == 1:
+    return Batch(sample.items, sample.index, sample.weight, config.discount)
+  return nstep_batch(config, memory, state, sample)
+
+
+def nstep_batch(config, memory: Memory, state, sample) -> Batch:
+  """The windows of ``n_step`` stored steps from each sampled one (cut after an episode's
+  end, a discontinuity or the newest stored step: ``m <= n`` steps used): the items'
+  reward ``sum_l discount^l r_l``, their ``terminated`` and ``next_obs`` those of the last
+  step used, and ``discount^m``."""
+  window, mask = memory.windows(state.memory, sample.index, config.n_step)
+  alive = transition_window_mask(window, mask)
+  returns, last, _ = nstep_returns(window.reward, window.terminated, alive, config.discount)
+  rows = jnp.arange(last.shape[0])
+  at_last = lambda x: x[rows, last]
+  items = sample.items._replace(reward=returns, terminated=at_last(window.terminated),
+                                next_obs=jax.tree.map(at_last, window.next_obs))
+  discount = jnp.float32(config.discount) ** (last + 1).astype(jnp.float32)
+  return Batch(items, sample.index, sample.weight, discount)
 
 
 class CriticStep(NamedTuple):

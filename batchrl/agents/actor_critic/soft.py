@@ -21,7 +21,7 @@ def soft_step(config, nets: ACNetworks, move_targets: jax.Array, state: ACState,
               critic_target: Callable, actor_objective: Callable,
               critic_loss: Callable | None = None):
   """One gradient step on a fresh batch: ``(params, opt_state, index [K], |TD| [K],
-  metrics)``. ``critic_target(config, nets, actor, target_critic, items, key, alpha)`` is
+  metrics)``. ``critic_target(config, nets, actor, target_critic, items, discount, key, alpha)`` is
   the critics' regression target (no gradient); ``critic_loss`` their loss against it
   (``learning.critic_step``'s TD loss when None); ``actor_objective(nets, actor,
   critic_params, obs, key, alpha) -> (loss, (metrics, log pi [K]))``."""
@@ -32,8 +32,8 @@ def soft_step(config, nets: ACNetworks, move_targets: jax.Array, state: ACState,
   alpha = jnp.exp(params.log_alpha)
 
   # critics: toward the agent's soft target (the current actor, the target critics)
-  target = critic_target(config, nets, params.actor, params.target_critic, items, target_key,
-                         alpha)
+  target = critic_target(config, nets, params.actor, params.target_critic, items,
+                         batch.discount, target_key, alpha)
   critic = learning.critic_step(config, nets, opts.critic, params.critic, opt_state.critic,
                                 items, batch.weight, target, loss=critic_loss)
 

@@ -29,21 +29,21 @@ def joint_critic_values(nets, critic: Renormed, obs, action, next_obs, next_acti
   return now, later, stats
 
 
-def soft_target(config, reward, terminated, next_q, next_log_prob, alpha) -> jax.Array:
-  """``r + gamma (1 - terminated) (min_i Q_i(s', a') - alpha log pi(a'|s'))`` ``[K]``, no
-  gradient."""
+def soft_target(reward, terminated, discount, next_q, next_log_prob, alpha) -> jax.Array:
+  """``r + discount (1 - terminated) (min_i Q_i(s', a') - alpha log pi(a'|s'))`` ``[K]``
+  (``discount`` the batch's: gamma, or gamma^m after m-step windows), no gradient."""
   value = jnp.min(next_q, axis=0) - alpha * next_log_prob
-  return jax.lax.stop_gradient(bellman_target(reward, terminated, config.discount, value))
+  return jax.lax.stop_gradient(bellman_target(reward, terminated, discount, value))
 
 
-def crossq_critic_loss(config, nets, critic_params, critic_stats, items, weight,
+def crossq_critic_loss(config, nets, critic_params, critic_stats, items, weight, discount,
                        next_action, next_log_prob, alpha):
   """The critics' TD loss (summed over critics, as SAC's) toward ``soft_target``, both
   sides from one joint training pass; aux: ``(q [C, K], error [C, K], target [K],
   new stats)``."""
   q, next_q, stats = joint_critic_values(nets, Renormed(critic_params, critic_stats),
                                          items.obs, items.action, items.next_obs, next_action)
-  target = soft_target(config, items.reward, items.terminated, next_q, next_log_prob, alpha)
+  target = soft_target(items.reward, items.terminated, discount, next_q, next_log_prob, alpha)
   value, error = critic_loss(q, target, weight, config.clip_loss)
   return value, (q, error, target, stats)
 

@@ -42,7 +42,8 @@ def crossq_step(config: CrossQConfig, nets: ACNetworks, move_targets: jax.Array,
   next_action, next_log_prob = squashed_sample(next_key,
                                                *nets.actor(params.actor, items.next_obs))
   critic, target = critic_step(config, nets, opts.critic, params.critic, opt_state.critic,
-                               items, batch.weight, next_action, next_log_prob, alpha)
+                               items, batch.weight, batch.discount, next_action, next_log_prob,
+                               alpha)
 
   # actor and temperature: on gradient step t (from 1) when t mod policy_delay == 0 (sbx's)
   learn = (opt_state.steps + 1) % config.policy_delay == 0
@@ -62,12 +63,14 @@ def crossq_step(config: CrossQConfig, nets: ACNetworks, move_targets: jax.Array,
 
 
 def critic_step(config: CrossQConfig, nets: ACNetworks, opt, critic: Renormed, opt_state,
-                items, weight: jax.Array, next_action: jax.Array, next_log_prob: jax.Array,
+                items, weight: jax.Array, discount, next_action: jax.Array,
+                next_log_prob: jax.Array,
                 alpha: jax.Array) -> tuple[learning.CriticStep, jax.Array]:
   """One step of the critics' parameters down ``crossq_critic_loss``, their statistics those
   of its training pass: ``(CriticStep with Renormed params, target [K])``."""
   objective = functools.partial(crossq_critic_loss, config, nets, critic_stats=critic.stats,
-                                items=items, weight=weight, next_action=next_action,
+                                items=items, weight=weight, discount=discount,
+                                next_action=next_action,
                                 next_log_prob=next_log_prob, alpha=alpha)
   (loss, (q, error, target, stats)), grads = jax.value_and_grad(objective, has_aux=True)(
       critic.params)

@@ -33,7 +33,7 @@ def ddpg_step(config: DDPGConfig, nets: ACNetworks, move_targets: jax.Array, sta
 
   # critic: toward r + gamma Q'(s', mu'(s')), the target networks'
   next_value = ddpg_next_value(nets, params.target_actor, params.target_critic, items.next_obs)
-  target = bellman_target(items.reward, items.terminated, config.discount, next_value)
+  target = bellman_target(items.reward, items.terminated, batch.discount, next_value)
   critic = learning.critic_step(config, nets, opts.critic, params.critic, opt_state.critic,
                                 items, batch.weight, target)
 

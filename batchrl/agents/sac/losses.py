@@ -47,11 +47,12 @@ def sac_next_value(nets, actor_params, target_critic, next_obs, key, alpha):
   return soft_value(nets.critic(target_critic, next_obs, action), log_prob, alpha)
 
 
-def sac_target(config, nets, actor_params, target_critic, items, key, alpha):
-  """The critics' soft target ``r + gamma (1 - terminated) V(s')`` ``[K]`` (``sac_next_value``),
-  no gradient."""
+def sac_target(config, nets, actor_params, target_critic, items, discount, key, alpha):
+  """The critics' soft target ``r + discount (1 - terminated) V(s')`` ``[K]``
+  (``sac_next_value``; ``discount`` the batch's: gamma, or gamma^m after m-step windows), no
+  gradient."""
   next_value = sac_next_value(nets, actor_params, target_critic, items.next_obs, key, alpha)
-  return bellman_target(items.reward, items.terminated, config.discount, next_value)
+  return bellman_target(items.reward, items.terminated, discount, next_value)
 
 
 def sac_actor_loss(nets, actor_params, critic_params, obs, key, alpha):

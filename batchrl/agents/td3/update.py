@@ -46,7 +46,7 @@ def td3_step(config: TD3Config, nets: ACNetworks, move_targets: jax.Array, state
   # critics: toward the smaller twin target at the smoothed target action
   next_value = td3_next_value(config, nets, params.target_actor, params.target_critic,
                               items.next_obs, target_key)
-  target = bellman_target(items.reward, items.terminated, config.discount, next_value)
+  target = bellman_target(items.reward, items.terminated, batch.discount, next_value)
   critic = learning.critic_step(config, nets, opts.critic, params.critic, opt_state.critic,
                                 items, batch.weight, target)
 

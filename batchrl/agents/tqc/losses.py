@@ -45,15 +45,16 @@ def quantile_huber_loss(quantiles: jax.Array, target: jax.Array, weight: jax.Arr
   return loss, jnp.mean(target, axis=-1)[None] - jnp.mean(quantiles, axis=-1)
 
 
-def tqc_target(config, nets, actor_params, target_critic, items, key, alpha) -> jax.Array:
-  """``r + gamma (1 - terminated) (z'_j - alpha log pi(a'|s'))`` for the kept target atoms
-  ``z'`` of the target critics at ``a' ~ pi(s')`` (``truncated_quantiles``): ``[K, M]``, no
-  gradient."""
+def tqc_target(config, nets, actor_params, target_critic, items, discount, key,
+               alpha) -> jax.Array:
+  """``r + discount (1 - terminated) (z'_j - alpha log pi(a'|s'))`` for the kept target atoms
+  ``z'`` of the target critics at ``a' ~ pi(s')`` (``truncated_quantiles``; ``discount`` the
+  batch's: gamma, or gamma^m ``[K]`` after m-step windows): ``[K, M]``, no gradient."""
   action, log_prob = squashed_sample(key, *nets.actor(actor_params, items.next_obs))
   kept = truncated_quantiles(nets.critic(target_critic, items.next_obs, action),
                              config.drop_quantiles)
-  return bellman_target(items.reward[:, None], items.terminated[:, None], config.discount,
-                        kept - alpha * log_prob[:, None])
+  return bellman_target(items.reward[:, None], items.terminated[:, None],
+                        jnp.reshape(discount, (-1, 1)), kept - alpha * log_prob[:, None])
 
 
 def tqc_actor_loss(nets, actor_params, critic_params, obs, key, alpha):
