@@ -9,6 +9,7 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from batchrl import Agent, checkpoint
@@ -248,6 +249,38 @@ def test_n_step_is_a_key_of_every_actor_critic_agent_and_must_be_positive():
     config = actor_critic_config(family_of_type(agent).entry.config_class,
                                  dict(n_step=3, critic_layers=[8]), context, agent)
     assert config.n_step == 3
+
+
+def test_param_resets_start_the_networks_and_their_optimizers_afresh_once_each():
+  """sbx's ``param_resets``: the update after environment step 49 is passed learns from
+  fresh networks (their Adam counts start again) while the temperature goes on; the next
+  update does not reset again."""
+  model = make_sac(SACConfig(**TINY, param_resets=(49,)))
+  state = model.init(jax.random.key(0), EnvSpec(OBS, TORQUE, 2))
+  update, rng = jax.jit(model.update), np.random.default_rng(0)
+  for _ in range(24):  # stores of 2 envs: 48 steps, learning from step 16 on
+    state, _ = update(store_random(model, state, rng))
+  adam_count = lambda opt: int(adam_moments(opt).count)
+  before = state.opt_state
+  assert adam_count(before.actor) == adam_count(before.critic) == 17
+  counts = []
+  for _ in range(2):  # steps 50 (passes 49: a reset) and 52
+    state, _ = update(store_random(model, state, rng))
+    counts.append((adam_count(state.opt_state.actor), adam_count(state.opt_state.critic),
+                   adam_count(state.opt_state.alpha)))
+  alpha = adam_count(before.alpha)
+  assert counts == [(1, 1, alpha + 1), (2, 2, alpha + 2)]
+  for name in ("target_actor", "target_critic"):  # targets start as the fresh networks
+    assert all(np.all(np.isfinite(x)) for x in leaves(getattr(state.params, name)))
+  with pytest.raises(ConfigError, match="sac.param_resets must be increasing"):
+    SACConfig(param_resets=(100, 50))
+
+
+def adam_moments(opt_state):
+  """The one Adam state in an optax state."""
+  is_adam = lambda s: isinstance(s, optax.ScaleByAdamState)
+  (adam,) = [s for s in jax.tree.leaves(opt_state, is_leaf=is_adam) if is_adam(s)]
+  return adam
 
 
 def test_td3_moves_its_actor_and_targets_every_policy_delay_steps():

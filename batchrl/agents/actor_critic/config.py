@@ -45,6 +45,10 @@ class ActorCriticConfig(ReplayConfig):
                       "the stored steps, then bootstraps from the state after them with "
                       "discount^n (cut at an episode end, where it bootstraps no more, or at "
                       "the newest stored step); 1: one-step targets.")
+  param_resets: tuple[int, ...] = param((), "Environment steps after which the actor, the "
+                                        "critics, their targets and their optimizers start "
+                                        "afresh (the memory and the temperature stay; sbx's "
+                                        "param_resets, for high update ratios); increasing.")
 
   network: str | None = param(None, "None: MLPs on a Box observation (the 'flat' layout). "
                               "Else a network spec as JSON text (batchrl.networks.layered) for "
@@ -124,6 +128,10 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   if not c.critic_learning_rate > 0:
     raise ConfigError(f"{prefix}.critic_learning_rate must be > 0, got "
                       f"{c.critic_learning_rate!r}.")
+  resets = tuple(c.param_resets)
+  if any(b < 1 for b in resets) or list(resets) != sorted(set(resets)):
+    raise ConfigError(f"{prefix}.param_resets must be increasing environment steps >= 1, got "
+                      f"{c.param_resets!r}.")
   if c.n_step < 1:
     raise ConfigError(f"{prefix}.n_step must be >= 1 (1: one-step targets), got {c.n_step!r}.")
   if not 0 <= c.adam_beta1 < 1:

@@ -108,7 +108,8 @@ def make_actor_critic(config: ActorCriticConfig, kind: ActorCriticKind, update: 
       act=lambda state, obs, key, deterministic=False: act(config, kind, state, obs, key,
                                                            deterministic),
       store=lambda state, transition: store(config, kind, state, transition),
-      update=lambda state: update(config, networks(config, kind, state.info), state),
+      update=lambda state: update(config, networks(config, kind, state.info),
+                                  reset_due(config, kind, state)),
       summarize=lambda state: summarize(config, kind, state))
 
 
@@ -140,15 +141,12 @@ def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
                      f"rows of {info.num_envs} envs), fewer than batch_size "
                      f"({config.batch_size}).")
   params_key, state_key = jax.random.split(key)
-  actor, critic = nets.init(params_key)
   log_alpha = jnp.log(jnp.float32(getattr(config, "initial_alpha", 1.0)))
-  targets = (actor, critic) if kind.target_networks else ((), ())
-  params = ACParams(actor, critic, *targets, log_alpha)
-  opts = optimizers(config, kind.learns_alpha)
+  params, actor_opt, critic_opt = fresh_networks(config, kind, nets, params_key, log_alpha)
+  alpha = optimizers(config, kind.learns_alpha).alpha
   zero = jnp.int32(0)
-  opt_state = ACOptState(opts.actor.init(nets.params_of(actor)),
-                         opts.critic.init(nets.params_of(critic)),
-                         () if opts.alpha is None else opts.alpha.init(log_alpha), zero)
+  opt_state = ACOptState(actor_opt, critic_opt,
+                         () if alpha is None else alpha.init(log_alpha), zero)
   noise = (() if kind.exploration is None
            else kind.exploration.init(info.num_envs, (nets.actions.size,)))
   obs = spaces.zero_obs(info, ())
@@ -156,6 +154,40 @@ def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
                         jnp.bool_(False), obs)
   return ACState(params, opt_state, memory.init(item), noise, state_key, zero, zero, zero,
                  zero, info, replay.Static(config))
+
+
+def fresh_networks(config: ActorCriticConfig, kind: ActorCriticKind, nets: ACNetworks,
+                   key: jax.Array, log_alpha: jax.Array):
+  """``(params, actor optimizer state, critic optimizer state)``: newly initialized networks
+  (targets equal to them, unless the agent keeps none), the temperature ``log_alpha``, and
+  fresh optimizer states for the networks."""
+  actor, critic = nets.init(key)
+  targets = (actor, critic) if kind.target_networks else ((), ())
+  opts = optimizers(config, kind.learns_alpha)
+  return (ACParams(actor, critic, *targets, log_alpha), opts.actor.init(nets.params_of(actor)),
+          opts.critic.init(nets.params_of(critic)))
+
+
+def reset_due(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState) -> ACState:
+  """The state with fresh networks (``fresh_networks``) when a ``param_resets`` step was
+  passed by the steps stored since the last update, else as it is. An update follows every
+  ``update_frequency`` stores, so each reset step is passed by exactly one."""
+  if not config.param_resets:  # a Python check: no resets leave the program as it was
+    return state
+  since = state.num_steps - state.pending * state.info.num_envs
+  resets = jnp.asarray(config.param_resets, jnp.int32)
+  passed = (since < resets) & (resets <= state.num_steps)
+
+  def reset(state):
+    nets = networks(config, kind, state.info)
+    key = jax.random.fold_in(state.key, jnp.argmax(passed))
+    params, actor_opt, critic_opt = fresh_networks(config, kind, nets, key,
+                                                   state.params.log_alpha)
+    # the temperature, its optimizer and the gradient step count go on
+    return state._replace(params=params, opt_state=state.opt_state._replace(
+        actor=actor_opt, critic=critic_opt))
+
+  return jax.lax.cond(jnp.any(passed), reset, lambda state: state, state)
 
 
 # ------------------------------------------------------------------------- act, store
