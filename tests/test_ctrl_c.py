@@ -194,7 +194,17 @@ def test_first_ctrl_c_only_asks_and_the_second_interrupts_python_code():
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog):
+@pytest.fixture
+def default_sigterm():
+  """SIGTERM's default action for the test, as a fresh process has it: a test before it in
+  this worker may have left its own handler (Ray's driver sets one), and CtrlC takes SIGTERM
+  only where nobody else handles it."""
+  before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  yield
+  signal.signal(signal.SIGTERM, before)
+
+
+def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog, default_sigterm):
   """In-process, SIGINT ignored (as in a shell's background job): the first SIGTERM sets
   ``requested`` and logs what happens now, naming SIGTERM; the second raises
   KeyboardInterrupt; leaving restores both signals' handlers."""
@@ -213,7 +223,7 @@ def test_sigterm_asks_as_ctrl_c_does_even_where_ctrl_c_is_ignored(caplog):
     signal.signal(signal.SIGINT, before)
 
 
-def test_a_process_that_ignores_ctrl_c_is_told_how_to_stop():
+def test_a_process_that_ignores_ctrl_c_is_told_how_to_stop(default_sigterm):
   """Only where SIGINT is ignored (a shell's background job) is there a note: ``kill PID``
   where SIGTERM is taken as a Ctrl-C, no command where the caller handles SIGTERM itself."""
   with interrupt.CtrlC("stopping", kept=lambda: "kept") as ctrl_c:
