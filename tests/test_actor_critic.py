@@ -220,9 +220,10 @@ def test_n_step_batches_sum_the_window_and_bootstrap_with_discount_to_the_steps_
   model = make_sac(config)
   state = model.init(jax.random.key(0), EnvSpec(OBS, TORQUE, 1))
   ends = {6}  # the episode ends on step 6; step 7 starts the next one
+  store = jax.jit(model.store)
   for t in range(12):
     obs = np.full((1, 3), t, np.float32)
-    state = model.store(state, fused.Transition(
+    state = store(state, fused.Transition(
         obs, np.zeros((1, 1), np.float32), jnp.asarray([float(t)]), jnp.asarray([t in ends]),
         jnp.zeros(1, bool), obs + 1.0, {}))
   batch = learning.sample_batch(config, state, jax.random.key(1))

@@ -75,8 +75,11 @@ def test_after_the_warmup_a_batch_near_the_running_statistics_is_normalized_by_t
 TINY_CROSSQ = dict(TINY, policy_delay=3)
 
 
-def crossq_state(**changes):
-  config = CrossQConfig(**{**TINY_CROSSQ, **changes})
+@pytest.fixture(scope="module")
+def crossq():
+  """One tiny CrossQ model, a state with 24 stores of random transitions and its networks,
+  shared by the tests below (states are values: none of them changes it)."""
+  config = CrossQConfig(**TINY_CROSSQ)
   model = make_crossq(config)
   state = filled_state(model)
   nets = make_networks(config, state.info, config.num_critics, True, "crossq",
@@ -84,8 +87,8 @@ def crossq_state(**changes):
   return model, state, nets
 
 
-def test_the_critics_normalize_s_a_and_next_s_a_by_their_mixture_in_one_pass():
-  _, state, nets = crossq_state()
+def test_the_critics_normalize_s_a_and_next_s_a_by_their_mixture_in_one_pass(crossq):
+  _, state, nets = crossq
   rng = np.random.default_rng(2)
   obs = jnp.asarray(rng.normal(size=(8, 3)), jnp.float32)
   next_obs = obs + 5.0  # a batch of s' unlike the batch of s
@@ -105,15 +108,15 @@ def test_the_critics_normalize_s_a_and_next_s_a_by_their_mixture_in_one_pass():
   assert not np.allclose(q, alone, atol=1e-3)
 
 
-def test_the_state_keeps_no_target_networks_and_optimizers_see_only_parameters():
-  _, state, _ = crossq_state()
+def test_the_state_keeps_no_target_networks_and_optimizers_see_only_parameters(crossq):
+  _, state, _ = crossq
   assert state.params.target_actor == () and state.params.target_critic == ()
   adam = state.opt_state.critic[0][0]  # chain(adam)'s state: the moments mirror the params
   assert jax.tree.structure(adam.mu) == jax.tree.structure(state.params.critic.params)
 
 
-def test_the_actor_and_its_statistics_move_on_every_policy_delay_th_step_only():
-  model, state, _ = crossq_state()
+def test_the_actor_and_its_statistics_move_on_every_policy_delay_th_step_only(crossq):
+  model, state, _ = crossq
   update = jax.jit(model.update)
   learned, rng = [], np.random.default_rng(1)
   for _ in range(6):
@@ -130,10 +133,10 @@ def test_the_actor_and_its_statistics_move_on_every_policy_delay_th_step_only():
   assert all(np.isfinite(float(v)) for v in metrics.values())
 
 
-def test_it_acts_by_the_running_statistics_so_one_state_gives_one_action():
+def test_it_acts_by_the_running_statistics_so_one_state_gives_one_action(crossq):
   """Acting is an inference pass: a state's greedy action does not depend on which other
   states share its batch."""
-  model, state, _ = crossq_state()
+  model, state, _ = crossq
   state, _ = jax.jit(model.update)(store_random(model, state, np.random.default_rng(0)))
   obs = np.random.default_rng(3).uniform(-1, 1, (2, 3)).astype(np.float32)
   alone, _ = model.act(state, obs, jax.random.key(0), deterministic=True)

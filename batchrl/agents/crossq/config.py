@@ -11,11 +11,13 @@ Without target networks, ``update_target_weight`` and ``target_update_frequency`
 nothing: a value other than their default is an error rather than silently unread."""
 from __future__ import annotations
 
+import dataclasses
+
 from batchrl.agents.actor_critic.config import StochasticActorConfig, check_stochastic_actor
 from batchrl.configclass import ConfigError, configclass, param
 from batchrl.networks.layer_specs import RenormSettings
 
-_NO_TARGETS = {"update_target_weight": 0.005, "target_update_frequency": 1}
+_NO_TARGETS = ("update_target_weight", "target_update_frequency")  # fields left unread
 
 
 @configclass
@@ -53,7 +55,9 @@ class CrossQConfig(StochasticActorConfig):
     if self.renorm_warmup_steps < 0:
       raise ConfigError(f"crossq.renorm_warmup_steps must be >= 0, got "
                         f"{self.renorm_warmup_steps!r}.")
-    for name, default in _NO_TARGETS.items():
+    defaults = {f.name: f.default for f in dataclasses.fields(StochasticActorConfig)}
+    for name in _NO_TARGETS:
+      default = defaults[name]
       if getattr(self, name) != default:
         raise ConfigError(f"crossq.{name} is not read: CrossQ keeps no target networks "
                           f"(leave it at {default}); got {getattr(self, name)!r}.")
