@@ -324,7 +324,10 @@ def sac_simba_pendulum():
   residual block of width 32, critics of two, AdamW with decay 1e-4, running observation
   normalization), 10k steps.
 
-  Measured: MEASURE_SIMBA_PENDULUM"""
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
+  -1279 at 2k, -567 at 4k, -152 at 6k, -205 at 8k, best -119 at 10k (``sac_pendulum``:
+  -1466, -388, -151 at 6k, -120 at 10k); 94 s whole run (54 s of CPU) on 2 CPU cores
+  shared with another run (load 6)."""
   return Experiment("sac_simba_pendulum", _host(10_000), pendulum_sac_simba(**_PER_STEP),
                     agent="sac")
 
@@ -357,7 +360,10 @@ def droq_pendulum():
   LayerNorm in the critics, the actor on every 5th gradient step) with 5 gradient steps per
   environment step (20 per store of 4 envs), 10k steps.
 
-  Measured: MEASURE_DROQ_PENDULUM"""
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps): -122
+  at 2k (``sac_pendulum``: -1466), -205 at 4k, -150 at 6k, -204 at 8k, -120 at 10k; 336 s
+  whole run (209 s of CPU) on 2 CPU cores at load 6: five times ``sac_pendulum``'s gradient
+  steps, each with LayerNorm and three dropout draws."""
   return Experiment("droq_pendulum", _host(10_000),
                     pendulum_droq(update_frequency=1, repeat_update=20), agent="sac")
 

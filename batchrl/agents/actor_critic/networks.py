@@ -14,7 +14,7 @@ probability exactly 0, so they are never sampled and add nothing to values or en
 * ``flat``: MLPs of ``actor_layers`` on ``[N, D]`` and of ``critic_layers`` on ``[N, D + A]``.
 * ``tree``: each network gets its own torso built from the JSON network spec
   (``batchrl.networks.layered``); the critics join the action to its features and go on
-  through ``critic_layers``.
+  through ``critic_layers``; the actor's heads read the features (``actor_layers`` unread).
 
 With ``architecture='simba'`` the MLPs' place is taken by SimBa's blocks
 (``batchrl.networks.simba``: a Dense layer, a residual block per listed width, a final
@@ -239,12 +239,12 @@ class Critic(nn.Module):
   @nn.compact
   def __call__(self, obs, action, train: bool = False, deterministic: bool = True):
     x = obs if self.torso is None else self.torso((), obs)[1]
-    layers = functools.partial(hidden, layers=self.layers, activation=self.activation,
-                               architecture=self.architecture, layer_norm=self.layer_norm,
-                               dropout=self.dropout, deterministic=deterministic)
+    body = functools.partial(hidden, layers=self.layers, activation=self.activation,
+                             architecture=self.architecture, layer_norm=self.layer_norm,
+                             dropout=self.dropout, deterministic=deterministic)
     if self.num_values:
-      return Dense(self.num_values, name="q")(layers(x))
-    x = layers(jnp.concatenate([x, action], axis=-1), renorm=self.renorm, train=train)
+      return Dense(self.num_values, name="q")(body(x))
+    x = body(jnp.concatenate([x, action], axis=-1), renorm=self.renorm, train=train)
     if self.num_quantiles:
       return Dense(self.num_quantiles, name="q")(x)
     return Dense(1, name="q")(x)[..., 0]

@@ -78,9 +78,10 @@ def pendulum_sac_simba(**changes) -> SACConfig:
 
 def pendulum_droq(**changes) -> SACConfig:
   """DroQ for Pendulum-v1: ``pendulum_sac``'s values with 2x64 MLPs, dropout 0.01 and
-  LayerNorm in the critics, 5 gradient steps per environment step and the actor and
-  temperature stepped on every 5th (one actor step per environment step, as DroQ's 20 and
-  20), learning from step 1000 on."""
+  LayerNorm in the critics and the actor and temperature stepped on every 5th gradient step,
+  learning from step 1000 on. With 5 gradient steps per environment step
+  (``droq_pendulum``: ``repeat_update=20`` per store of 4 envs) that is one actor step per
+  environment step, as DroQ's 20 and 20."""
   values = dict(actor_layers=(64, 64), critic_layers=(64, 64), critic_dropout=0.01,
                 critic_layer_norm=True, policy_delay=5)
   return pendulum_sac(**{**values, **changes})
