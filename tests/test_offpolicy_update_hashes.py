@@ -1,9 +1,9 @@
-"""The off-policy agents' training is bit-for-bit what it was: DDPG, TD3, SAC and discrete SAC
-trained for a few dozen act/store/update iterations from a fixed seed (tiny networks, random
-transitions, two envs) end in a state (and last metrics) whose SHA-256 equals the digest
-recorded here. A refactor of the update code that keeps the numerics keeps the digests; one
-that changes a single bit of one parameter, one random draw or the state's structure (a
-checkpoint's layout) does not.
+"""The off-policy agents' training is bit-for-bit what it was: DDPG, TD3, SAC, discrete SAC,
+TQC and CrossQ trained for a few dozen act/store/update iterations from a fixed seed (tiny
+networks, random transitions, two envs) end in a state (and last metrics) whose SHA-256
+equals the digest recorded here. A refactor of the update code that keeps the numerics keeps
+the digests; one that changes a single bit of one parameter, one random draw or the state's
+structure (a checkpoint's layout) does not.
 
 The digests hold on the CPU with the JAX, flax and optax versions in ``RECORDED_WITH``
 (another version may compile the same program to different floating-point results): with
@@ -23,12 +23,16 @@ import optax
 import pytest
 
 from batchrl.agents.core import Transition
+from batchrl.agents.crossq import CrossQConfig
+from batchrl.agents.crossq.model import make_crossq
 from batchrl.agents.ddpg import DDPGConfig
 from batchrl.agents.ddpg.model import make_ddpg
 from batchrl.agents.sac import SACConfig
 from batchrl.agents.sac.model import make_sac
 from batchrl.agents.td3 import TD3Config
 from batchrl.agents.td3.model import make_td3
+from batchrl.agents.tqc import TQCConfig
+from batchrl.agents.tqc.model import make_tqc
 from batchrl.specs import EnvSpec
 
 RECORDED_WITH = {"jax": "0.10.2", "flax": "0.12.8", "optax": "0.2.8", "backend": "cpu"}
@@ -40,6 +44,9 @@ CARTPOLE = EnvSpec(gym.spaces.Box(-5.0, 5.0, (4,), np.float32), gym.spaces.Discr
 TINY = dict(actor_layers=(8, 8), critic_layers=(8,), batch_size=4, memory_capacity=32,
             first_update=8, update_frequency=1, repeat_update=2, target_update_frequency=3,
             update_target_weight=0.2, learning_rate=3e-3, critic_learning_rate=5e-3)
+# CrossQ keeps no targets and refuses their fields
+NO_TARGETS = {k: v for k, v in TINY.items()
+              if k not in ("target_update_frequency", "update_target_weight")}
 
 AGENTS = {
     # OU noise (its state in the act's extras), a uniform start, prioritized replay
@@ -57,6 +64,11 @@ AGENTS = {
                         PENDULUM),
     "sac_discrete": (make_sac, SACConfig(**TINY, alpha_learning_rate=1e-2,
                                          memory="prioritized_replay"), CARTPOLE),
+    "tqc": (make_tqc, TQCConfig(**TINY, num_quantiles=5, drop_quantiles=1,
+                                alpha_learning_rate=1e-2), PENDULUM),
+    # Batch Renormalization past its warmup; the actor on every 2nd gradient step
+    "crossq": (make_crossq, CrossQConfig(**NO_TARGETS, policy_delay=2, renorm_warmup_steps=4),
+               PENDULUM),
 }
 
 DIGESTS = {
@@ -66,6 +78,8 @@ DIGESTS = {
     "sac": "8904fae04d1dde5a797c000f756fe7220fc6b48b2783752b274f44b5730f54e9",
     "sac_fixed_alpha": "c1dbc76a85d66c49390119f838df25407bc276376a2643ea35ca06d5aa1cb266",
     "sac_discrete": "ee6122ab7c8fc3230843d2db3bde0a4580569d253f3a854efaf610f5ea8d86a2",
+    "tqc": "e7610aff89bc3803f403a0b331257581c50f34846caec880f15e9a4d16607287",
+    "crossq": "4f769288ee1f8726a0cf18cec806b61690a744cc62d0603773c634da8e636e45",
 }
 
 

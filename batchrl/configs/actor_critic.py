@@ -22,7 +22,22 @@ name                     backend    what
 ``sac_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
 ``td3_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TD3
 ``tqc_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
+``sac_simba_pendulum``   gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: SAC with
+                                    SimBa networks (blocks of 32), observation normalization
+``sac_simba_mujoco``     gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
+                                    with SimBa networks (sbx's recipe)
+``tqc_simba_mujoco``     gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
+                                    with SimBa networks (sbx's recipe)
+``droq_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: DroQ (SAC
+                                    with dropout and LayerNorm critics), 5 gradient steps
+                                    per environment step
+``droq_mujoco``          gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: DroQ,
+                                    20 gradient steps per environment step (sbx's values)
 =======================  =========  ========================================================
+
+The SimBa and DroQ ones are SAC (or TQC) configurations: ``architecture='simba'`` with
+``normalize_observations`` and ``weight_decay``, or ``critic_dropout`` and
+``critic_layer_norm`` with many gradient steps (``repeat_update``) and ``policy_delay``.
 
 All of them take one gradient step per environment step (the Pendulum ones
 ``repeat_update=4`` per store of 4 envs) with batch 256 and 2x256 MLPs, except the three
@@ -39,9 +54,17 @@ from __future__ import annotations
 
 from batchrl.agents.crossq.presets import mujoco_crossq, pendulum_crossq
 from batchrl.agents.ddpg.presets import pendulum_ddpg
-from batchrl.agents.sac.presets import cartpole_sac, mujoco_sac, pendulum_sac
+from batchrl.agents.sac.presets import (
+  cartpole_sac,
+  mujoco_droq,
+  mujoco_sac,
+  mujoco_sac_simba,
+  pendulum_droq,
+  pendulum_sac,
+  pendulum_sac_simba,
+)
 from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
-from batchrl.agents.tqc.presets import mujoco_tqc, pendulum_tqc
+from batchrl.agents.tqc.presets import mujoco_tqc, mujoco_tqc_simba, pendulum_tqc
 from batchrl.configs.run import Experiment, RunConfig
 
 _PER_STEP = dict(update_frequency=1, repeat_update=4)  # 4 envs: one gradient step per step
@@ -296,6 +319,68 @@ def crossq_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experi
   return Experiment("crossq_mujoco", _mujoco(env, steps), mujoco_crossq(), agent="crossq")
 
 
+def sac_simba_pendulum():
+  """Gymnasium Pendulum-v1, SAC with SimBa networks (``pendulum_sac_simba``: an actor of one
+  residual block of width 32, critics of two, AdamW with decay 1e-4, running observation
+  normalization), 10k steps.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps):
+  -1279 at 2k, -567 at 4k, -152 at 6k, -205 at 8k, best -119 at 10k (``sac_pendulum``:
+  -1466, -388, -151 at 6k, -120 at 10k); 94 s whole run (54 s of CPU) on 2 CPU cores
+  shared with another run (load 6)."""
+  return Experiment("sac_simba_pendulum", _host(10_000), pendulum_sac_simba(**_PER_STEP),
+                    agent="sac")
+
+
+def sac_simba_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """SAC with SimBa networks (Lee et al., ICLR 2025) on a MuJoCo task (HalfCheetah-v5; any
+  other with ``--set env=Hopper-v5``), sbx's SimBa recipe (its README's "Note about SimBa",
+  sbx 0.28; ``batchrl.agents.sac.presets.mujoco_sac_simba``): an actor of one residual block
+  of width 128, 2 critics of two blocks of width 256, AdamW 3e-4 with weight decay 1e-4,
+  running observation normalization, uniform actions for the first 10k steps and one
+  gradient step per environment step from then on; 1M steps of 1 env, a greedy evaluation
+  episode every 50k steps (``sac_mujoco``'s run).
+
+  Not yet run here at that budget."""
+  return Experiment("sac_simba_mujoco", _mujoco(env, steps), mujoco_sac_simba(), agent="sac")
+
+
+def tqc_simba_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """TQC with SimBa networks on a MuJoCo task (HalfCheetah-v5; any other with ``--set
+  env=Hopper-v5``): sbx's SimBa recipe, whose README example trains TQC
+  (``batchrl.agents.tqc.presets.mujoco_tqc_simba``: ``tqc_mujoco``'s 2 critics of 25
+  quantiles, 2 dropped per critic, with ``sac_simba_mujoco``'s networks, AdamW, observation
+  normalization and 10k uniform steps); 1M steps of 1 env, a greedy evaluation episode every
+  50k steps. Not yet run here at that budget."""
+  return Experiment("tqc_simba_mujoco", _mujoco(env, steps), mujoco_tqc_simba(), agent="tqc")
+
+
+def droq_pendulum():
+  """Gymnasium Pendulum-v1, DroQ (``pendulum_droq``: SAC with 2x64 MLPs, dropout 0.01 and
+  LayerNorm in the critics, the actor on every 5th gradient step) with 5 gradient steps per
+  environment step (20 per store of 4 envs), 10k steps.
+
+  Measured (seed 0, ``batchrl train``, greedy evaluation of 4 episodes every 2k steps): -122
+  at 2k (``sac_pendulum``: -1466), -205 at 4k, -150 at 6k, -204 at 8k, -120 at 10k; 336 s
+  whole run (209 s of CPU) on 2 CPU cores at load 6: five times ``sac_pendulum``'s gradient
+  steps, each with LayerNorm and three dropout draws."""
+  return Experiment("droq_pendulum", _host(10_000),
+                    pendulum_droq(update_frequency=1, repeat_update=20), agent="sac")
+
+
+def droq_mujoco(env: str = "HalfCheetah-v5", steps: int = 1_000_000) -> Experiment:
+  """DroQ (Hiraoka et al., ICLR 2022) on a MuJoCo task (HalfCheetah-v5; any other with
+  ``--set env=Hopper-v5``): SAC with the values of sbx's README ("Note about DroQ", the
+  paper's; ``batchrl.agents.sac.presets.mujoco_droq``): 2x256 MLPs, dropout 0.01 and
+  LayerNorm in the critics, 20 gradient steps per environment step with the actor and
+  temperature stepped on every 20th, uniform actions for the first 10k steps; 1M steps of 1
+  env, a greedy evaluation episode every 50k steps (``sac_mujoco``'s run). Twenty gradient
+  steps per environment step cost twenty times ``sac_mujoco``'s updates: DroQ buys sample
+  efficiency with compute (``--set sac.repeat_update=5 --set sac.policy_delay=5`` is a
+  cheaper ratio). Not yet run here at that budget."""
+  return Experiment("droq_mujoco", _mujoco(env, steps), mujoco_droq(), agent="sac")
+
+
 def sac_continuous() -> Experiment:
   """SAC for any continuous-action task (``--set env=LunarLanderContinuous-v3``, or your
   own ``--set env=my_pkg.envs:Reach-v0``): the published values of ``sac_mujoco``
@@ -338,4 +423,14 @@ NAMED = {
                               "steps)"),
     "crossq_mujoco": (crossq_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), CrossQ with "
                       "the paper's and sbx's values (1M steps)"),
+    "sac_simba_pendulum": (sac_simba_pendulum, "Pendulum-v1 (gymnasium), SAC with SimBa "
+                           "networks (10k steps)"),
+    "sac_simba_mujoco": (sac_simba_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), SAC with "
+                         "SimBa networks, sbx's recipe (1M steps)"),
+    "tqc_simba_mujoco": (tqc_simba_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), TQC with "
+                         "SimBa networks, sbx's recipe (1M steps)"),
+    "droq_pendulum": (droq_pendulum, "Pendulum-v1 (gymnasium), DroQ: SAC with dropout and "
+                      "LayerNorm critics, 5 gradient steps per step (10k steps)"),
+    "droq_mujoco": (droq_mujoco, "MuJoCo (HalfCheetah-v5; --set env=...), DroQ: SAC with "
+                    "dropout and LayerNorm critics, 20 gradient steps per step (1M steps)"),
 }

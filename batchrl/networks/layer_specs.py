@@ -118,6 +118,10 @@ LAYER_KEYS: dict[str, dict[str, tuple[Callable, Any]]] = {
   "gru": {"size": (_pos_int, REQUIRED)},
   "nonlinearity": {"name": (_ACTIVATION, REQUIRED)},
   "dueling": {"size": (_pos_int, REQUIRED)},
+  # SimBa's whole encoder (batchrl.networks.simba): Dense to size, blocks residual blocks of
+  # that width, a final LayerNorm
+  "simba": {"size": (_pos_int, REQUIRED), "blocks": (_pos_int, 1),
+            "activation": (_ACTIVATION, "relu")},
 }
 RECURRENT_TYPES = ("lstm", "gru")
 
@@ -229,6 +233,15 @@ def _reshape(shape, target) -> tuple[int, ...]:
   return target
 
 
+def _simba_shape(o, shape) -> tuple[int, ...]:
+  if len(shape) > 1:
+    encoder = ("conv2d layers, then {'type': 'flatten'}" if len(shape) == 3
+               else "{'type': 'flatten'}")
+    raise _Invalid(f"needs a vector input [features], got shape {shape}: SimBa's residual "
+                   f"blocks act on feature vectors; put an encoder before it ({encoder})")
+  return (o["size"],)
+
+
 def _pool_shape(o, shape) -> tuple[int, ...]:
   _need_rank(shape, (3,), "rank 3 [height, width, channels]")
   return _spatial(shape, o["window"], o["stride"], o["padding"], shape[-1])
@@ -266,6 +279,7 @@ _SHAPE_RULES: dict[str, Callable[[dict, tuple], tuple]] = {
   "lstm": lambda o, s: _cell_shape(o, s, "lstm"),
   "gru": lambda o, s: _cell_shape(o, s, "gru"),
   "dueling": lambda o, s: _cell_shape(o, s, "dueling"),
+  "simba": _simba_shape,
 }
 
 
@@ -289,3 +303,17 @@ class RenormSettings:
   epsilon: float = 1e-3
   r_max: float = 3.0
   d_max: float = 5.0
+
+
+def simba_widths_error(widths, where: str) -> str | None:
+  """What is wrong with ``widths`` as the widths of SimBa's residual blocks
+  (``batchrl.networks.simba``), naming ``where``; None when nothing is: one or more equal
+  positive sizes, since each block adds its input to its output."""
+  widths = tuple(widths)
+  if not widths or any(w < 1 for w in widths):
+    return f"{where} must be one or more positive SimBa block widths, got {widths!r}"
+  if len(set(widths)) > 1:
+    return (f"{where} lists SimBa residual blocks, which add their input to their output, "
+            f"so every block has the same width; got {widths!r} (e.g. "
+            f"{(widths[0],) * len(widths)!r})")
+  return None

@@ -34,7 +34,7 @@ A spec is one of (all JSON-friendly; the caller loads files):
    (optional) run on the combined vector.
 
 Layers (``batchrl.networks.layers``): dense, linear, conv1d, conv2d, pool2d, pooling, flatten,
-reshape, embedding, dropout, layer_norm, lstm, gru, nonlinearity, dueling. Notes on their
+reshape, embedding, dropout, layer_norm, lstm, gru, nonlinearity, dueling, simba. Notes on their
 semantics:
 
 - dense / linear on a rank-0 input treat it as ``(1,)``; on rank >= 2 they act on the last axis.
@@ -50,6 +50,10 @@ semantics:
 - ``pooling`` on ``[H, W, C]`` is ``pool2d``; on ``[L, C]`` it is global pooling over ``L``.
 - lstm / gru process ONE time step ``[B, D] -> [B, size]`` and keep a carry (below).
 - ``dueling`` (Q-values ``V + A - mean A``, ``size`` actions) must be the last layer.
+- ``simba`` (keys ``size``, ``blocks`` = 1, ``activation`` = relu) is SimBa's encoder
+  (``batchrl.networks.simba``): a dense layer to ``size``, ``blocks`` residual blocks of that
+  width, a final LayerNorm; ``[D] -> [size]``. It takes a vector: on images, put conv2d layers
+  and a flatten before it.
 - The features are always flat ``[..., F]``: a spatial output is flattened at the end.
 
 Shapes are inferred while validating, so ``validate_network_spec`` reports rank errors (and

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from batchrl.networks.conv import Conv
 from batchrl.networks.layer_specs import ACTIVATION_NAMES, RECURRENT_TYPES, LayerPlan
+from batchrl.networks.simba import Simba
 
 ACTIVATIONS: dict[str, Callable] = {
   "tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu, "selu": nn.selu, "sigmoid": nn.sigmoid,
@@ -81,7 +82,7 @@ def apply_layer(layer: LayerPlan, x, carry, deterministic: bool):
         x.astype(jnp.int32)), None
   if not jnp.issubdtype(x.dtype, jnp.floating):
     x = x.astype(jnp.float32)  # int / bool states fed to other layers count as numbers
-  if kind in ("dense", "linear", "lstm", "gru", "dueling") and layer.in_shape == ():
+  if kind in ("dense", "linear", "lstm", "gru", "dueling", "simba") and layer.in_shape == ():
     x = x[:, None]
   if kind in RECURRENT_TYPES:
     return _recurrent(layer, x, carry)
@@ -106,6 +107,9 @@ def apply_layer(layer: LayerPlan, x, carry, deterministic: bool):
     y = ACTIVATIONS[layer.opt("name")](x)
   elif kind == "dueling":
     y = Dueling(layer.opt("size"), name=layer.name)(x)
+  elif kind == "simba":
+    y = Simba((layer.opt("size"),) * layer.opt("blocks"), ACTIVATIONS[layer.opt("activation")],
+              name=layer.name)(x)
   else:  # pragma: no cover - specs are validated against LAYER_KEYS before this runs
     raise AssertionError(f"layer type {kind!r} passed validation but has no apply branch; "
                          "LAYER_KEYS and apply_layer must list the same types")

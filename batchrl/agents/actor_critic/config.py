@@ -6,6 +6,12 @@ Defaults follow the usual continuous-control settings (Fujimoto et al. 2018, Haa
 transition from step 1000 on, targets moved by tau = 0.005 after each learning step.
 ``learning_rate`` is the actor's rate (TensorForce's ``optimizer``), ``critic_learning_rate``
 the critic's (TensorForce's ``critic_optimizer``).
+
+Options of the off-policy frontier (issue 51), each off by default (the programs and results
+as without them): SimBa networks (``architecture='simba'``, Lee et al. 2025) with running
+observation normalization (``normalize_observations``) and AdamW (``weight_decay``), as sbx's
+SimBa policies; and DroQ's critics (Hiraoka et al. 2022: ``critic_dropout``,
+``critic_layer_norm``, with ``policy_delay`` and many gradient steps per environment step).
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from typing import Literal
 from batchrl.agents.replay import config as replay_config
 from batchrl.agents.replay.config import ReplayConfig, check_replay
 from batchrl.configclass import ConfigError, configclass, param
+from batchrl.networks.layer_specs import simba_widths_error
 
 
 @configclass
@@ -41,6 +48,13 @@ class ActorCriticConfig(ReplayConfig):
                                       "critic_optimizer).")
   adam_beta1: float = param(0.9, "Adam's first-moment decay for the actor and the critics "
                             "(CrossQ's 0.5).")
+  weight_decay: float = param(0.0, "AdamW's decoupled weight decay of the actor's and the "
+                              "critics' parameters (sbx's SimBa policies use optax.adamw, "
+                              "whose default is 1e-4); 0: Adam.")
+  policy_delay: int = param(1, "Gradient steps per step of the actor (and of SAC's, TQC's "
+                            "and CrossQ's temperature): it steps on the policy_delay-th, "
+                            "2 * policy_delay-th, ... gradient step, the critics on every "
+                            "one (DroQ: 20, with 20 gradient steps per environment step).")
   n_step: int = param(1, "n-step returns: the critics' target sums n discounted rewards of "
                       "the stored steps, then bootstraps from the state after them with "
                       "discount^n (cut at an episode end, where it bootstraps no more, or at "
@@ -54,12 +68,35 @@ class ActorCriticConfig(ReplayConfig):
                               "Else a network spec as JSON text (batchrl.networks.layered) for "
                               "any states: the actor and each critic get a torso of their own "
                               "built from it.")
+  architecture: Literal["mlp", "simba"] = param(
+      "mlp", "The hidden layers of the actor and the critics: 'mlp' (Dense and activation, "
+      "actor_layers / critic_layers their sizes) or 'simba' (SimBa, Lee et al. 2025: a Dense "
+      "layer, one residual block per listed width, a final LayerNorm; actor_layers / "
+      "critic_layers then list the blocks' widths, all equal: sbx's SimBa takes (128,) and "
+      "(256, 256)). Vector observations; on images give a network spec with a conv encoder.")
   actor_layers: tuple[int, ...] = param((256, 256), "Flat layout: hidden sizes of the actor "
-                                        "MLP on the observation.")
+                                        "MLP on the observation (SimBa: its blocks' widths).")
   critic_layers: tuple[int, ...] = param((256, 256), "Hidden sizes of the critic MLP on the "
                                          "observation (flat) or torso features (network "
-                                         "spec) joined with the action.")
-  activation: Literal["relu", "tanh"] = param("relu", "Hidden activation of the MLPs.")
+                                         "spec) joined with the action (SimBa: its blocks' "
+                                         "widths).")
+  activation: Literal["relu", "tanh"] = param("relu", "Hidden activation of the MLPs (and of "
+                                              "SimBa's blocks).")
+  critic_dropout: float = param(0.0, "DroQ's dropout rate in the critics (Hiraoka et al. "
+                                "2022): after each hidden Dense layer of an MLP critic, "
+                                "before its LayerNorm (after each SimBa block), in every "
+                                "critic pass of a gradient step (the target's, the "
+                                "critics' step, the actor's), masks drawn from the agent's "
+                                "key; acting and evaluation never drop. 0: none.")
+  critic_layer_norm: bool = param(False, "DroQ's LayerNorm in the MLP critics: after each "
+                                  "hidden Dense layer (and its dropout), before the "
+                                  "activation (SimBa's blocks have their own).")
+  normalize_observations: bool = param(False, "Centre and scale float observations by running "
+                                       "statistics of the stored ones (SimBa's RSNorm; sbx "
+                                       "recommends VecNormalize with SimBa): kept in the "
+                                       "agent's state, moved by each store, applied when "
+                                       "acting and to every sampled batch (the memory keeps "
+                                       "the observations as they came).")
   action_bounds: tuple[float, float] | None = param(
       None, "(low, high) used for action elements the environment leaves unbounded; None: "
       "such actions are an error (the actors end in tanh). Bounded elements keep their own "
@@ -136,6 +173,14 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
     raise ConfigError(f"{prefix}.n_step must be >= 1 (1: one-step targets), got {c.n_step!r}.")
   if not 0 <= c.adam_beta1 < 1:
     raise ConfigError(f"{prefix}.adam_beta1 must be in [0, 1), got {c.adam_beta1!r}.")
+  if c.weight_decay < 0:
+    raise ConfigError(f"{prefix}.weight_decay must be >= 0 (0: Adam), got {c.weight_decay!r}.")
+  if c.policy_delay < 1:
+    raise ConfigError(f"{prefix}.policy_delay must be >= 1 (gradient steps per actor step), "
+                      f"got {c.policy_delay!r}.")
+  if not 0 <= c.critic_dropout < 1:
+    raise ConfigError(f"{prefix}.critic_dropout must be in [0, 1) (0: none), got "
+                      f"{c.critic_dropout!r}.")
   if c.network is not None:
     try:
       json.loads(c.network)
@@ -148,6 +193,12 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
     sizes = getattr(c, name)
     if not sizes or any(n < 1 for n in sizes):
       raise ConfigError(f"{prefix}.{name} must be positive sizes, got {sizes!r}.")
+    if c.architecture == "simba" and (error := simba_widths_error(sizes, f"{prefix}.{name}")):
+      raise ConfigError(f"{error} (architecture 'simba').")
+  if c.architecture == "simba" and c.critic_layer_norm:
+    raise ConfigError(f"{prefix}.critic_layer_norm adds LayerNorm to MLP critics; SimBa's "
+                      "blocks already normalize their inputs (architecture 'simba'): leave it "
+                      "False.")
 
 
 def parse_exploration(text: str | None, where: str):

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from batchrl.agents.actor_critic import observations
 from batchrl.agents.actor_critic.losses import critic_loss
 from batchrl.agents.actor_critic.networks import ACNetworks
 from batchrl.agents.replay import updates as replay
@@ -29,12 +30,18 @@ class Optimizers(NamedTuple):
 
 def optimizers(config, learns_alpha: bool = False) -> Optimizers:
   """Adam (``adam_beta1``) for the actor and the critics (after global-norm clipping with
-  ``max_grad_norm``), and (Adam's defaults) for the log temperature when it
-  ``learns_alpha``."""
+  ``max_grad_norm``), AdamW with ``weight_decay`` > 0 (sbx's SimBa policies; every parameter
+  decays, as optax.adamw's default); and (Adam's defaults, as sbx's) for the log temperature
+  when it ``learns_alpha``."""
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
-  adam = lambda rate: optax.chain(*clip, optax.adam(rate, b1=config.adam_beta1,
-                                                    eps=config.adam_epsilon))
+
+  def adam(rate):
+    if not config.weight_decay:  # a Python check: Adam's program as it always was
+      return optax.chain(*clip, optax.adam(rate, b1=config.adam_beta1, eps=config.adam_epsilon))
+    return optax.chain(*clip, optax.adamw(rate, b1=config.adam_beta1, eps=config.adam_epsilon,
+                                          weight_decay=config.weight_decay))
+
   alpha = optax.adam(config.alpha_learning_rate) if learns_alpha else None
   return Optimizers(adam(config.learning_rate), adam(config.critic_learning_rate), alpha)
 
@@ -99,6 +106,46 @@ def step_keys(key: jax.Array):
   return jax.random.split(key, 3)
 
 
+DROPOUT_STREAM = 3  # folded into a step's key for its dropout keys: step_keys' draws stay
+
+
+class DropoutKeys(NamedTuple):
+  """The keys of the critics' dropout masks in one learning step, one per critic pass: the
+  target's, the critics' own step and the actor's (each None without dropout)."""
+
+  target: jax.Array | None
+  critic: jax.Array | None
+  actor: jax.Array | None
+
+
+def dropout_keys(config, key: jax.Array) -> DropoutKeys:
+  """The dropout keys of the learning step of ``key`` (``critic_dropout`` > 0), drawn apart
+  from ``step_keys``' so that every other draw of the step is as without dropout; all None
+  without dropout (a Python check: the program as it was)."""
+  if not config.critic_dropout:
+    return DropoutKeys(None, None, None)
+  return DropoutKeys(*jax.random.split(jax.random.fold_in(key, DROPOUT_STREAM), 3))
+
+
+def policy_due(config, opt_state) -> jax.Array:
+  """Whether this gradient step is one of the actor's: the ``t``-th (from 1) when ``t mod
+  policy_delay == 0`` (TD3's Algorithm 1, sbx's offset), ``[]`` bool; ``opt_state.steps``
+  counts the steps before it."""
+  if config.policy_delay == 1:  # a Python check: every step, a constant in the program
+    return jnp.bool_(True)
+  return (opt_state.steps + 1) % config.policy_delay == 0
+
+
+def delayed(config, learn: jax.Array, step: Callable, held: Callable, *operands):
+  """``step(*operands)`` where ``learn``, else ``held(*operands)`` (the actor's loss alone,
+  for the metrics, everything held): the actor's step every ``policy_delay`` gradient steps.
+  With ``policy_delay`` 1 a plain call of ``step`` (the program as without the delay)."""
+  if config.policy_delay == 1:
+    return step(*operands)
+  # a real branch on CPU/GPU (both sides only under vmap)
+  return jax.lax.cond(learn, step, held, *operands)
+
+
 class Batch(NamedTuple):
   """What a learning step learns from: ``items`` (transitions), ``index [K]`` (their places in
   the memory), importance ``weight [K]``, and ``discount``, the factor of the value
@@ -114,12 +161,19 @@ class Batch(NamedTuple):
 
 def sample_batch(config, state, key: jax.Array) -> Batch:
   """A batch of ``batch_size`` transitions (or n-step windows) from the state's replay
-  memory."""
+  memory, its ``obs`` and ``next_obs`` normalized by the state's statistics when the agent
+  ``normalize_observations``."""
   memory = replay.memory_of(config, state.info)
   sample = memory.sample(state.memory, key, config.batch_size, state.num_steps)
   if config.n_step == 1:
-    return Batch(sample.items, sample.index, sample.weight, config.discount)
-  return nstep_batch(config, memory, state, sample)
+    batch = Batch(sample.items, sample.index, sample.weight, config.discount)
+  else:
+    batch = nstep_batch(config, memory, state, sample)
+  if not config.normalize_observations:
+    return batch
+  norm = lambda obs: observations.normalized(config, state.obs_stats, obs)
+  items = batch.items._replace(obs=norm(batch.items.obs), next_obs=norm(batch.items.next_obs))
+  return batch._replace(items=items)
 
 
 def nstep_batch(config, memory: Memory, state, sample) -> Batch:
@@ -171,6 +225,19 @@ def actor_step(opt, objective: Callable, actor, opt_state):
   (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(actor)
   actor, opt_state = adam_step(opt, grads, opt_state, actor)
   return actor, opt_state, loss, aux
+
+
+def delayed_actor_step(config, opt, objective: Callable, learn: jax.Array, actor, opt_state):
+  """``actor_step`` where ``learn`` (``policy_due``); elsewhere the loss alone, so the
+  metrics still say where the actor stands, without the backward pass and Adam step a
+  discarded step would cost. ``(actor, opt_state, loss, aux)``: DDPG's and TD3's actor."""
+
+  def held(actor, opt_state):
+    loss, aux = objective(actor)
+    return actor, opt_state, loss, aux
+
+  return delayed(config, learn, functools.partial(actor_step, opt, objective), held, actor,
+                 opt_state)
 
 
 def sync_targets(config, params, actor, critic, move: jax.Array):

@@ -6,14 +6,15 @@ the pieces in ``learning.py``). An agent says what it is with an ``ActorCriticKi
 Shapes: ``B`` envs, ``K`` batch size, ``A`` action size (normalized units in ``[-1, 1]``),
 ``C`` critics. Top to bottom:
 
-  act     the actor: ``tanh(mu(obs))`` plus exploration noise unless deterministic (DDPG,
-          TD3; Ornstein-Uhlenbeck noise state goes out in ``extras["noise"]``), or a sample
-          of the squashed Gaussian (SAC; its mean when deterministic), or of the categorical
-          policy (SAC on a Discrete action; its most likely allowed action when
-          deterministic); for the first ``start_steps`` steps a uniform draw instead (unless
-          deterministic) -> the env's units
+  act     the actor (on observations normalized by the running statistics, with
+          ``normalize_observations``): ``tanh(mu(obs))`` plus exploration noise unless
+          deterministic (DDPG, TD3; Ornstein-Uhlenbeck noise state goes out in
+          ``extras["noise"]``), or a sample of the squashed Gaussian (SAC; its mean when
+          deterministic), or of the categorical policy (SAC on a Discrete action; its most
+          likely allowed action when deterministic); for the first ``start_steps`` steps a
+          uniform draw instead (unless deterministic) -> the env's units
   store   the ``[B]`` transition as one memory row (action normalized, or its index); count
-          steps
+          steps; move the observations' running statistics (``normalize_observations``)
   update  the agent's: every ``update_frequency`` stores, from ``first_update`` steps on,
           ``repeat_update`` gradient steps, each on a fresh batch, the targets moved after
           the learning steps of an update in which a ``target_update_frequency`` boundary
@@ -29,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.agents import spaces
+from batchrl.agents.actor_critic import observations
 from batchrl.agents.actor_critic.config import ActorCriticConfig
 from batchrl.agents.actor_critic.learning import optimizers
 from batchrl.agents.actor_critic.networks import (
@@ -83,7 +85,8 @@ class ACState(NamedTuple):
 
   params: ACParams
   opt_state: ACOptState
-  memory: MemoryState
+  memory: MemoryState  # observations as they came (normalized when sampled)
+  obs_stats: Any  # running statistics of the float observations (normalize_observations), ()
   noise: Any  # [B, A] Ornstein-Uhlenbeck state, () otherwise
   key: jax.Array
   num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
@@ -132,7 +135,7 @@ def networks(config: ActorCriticConfig, kind: ActorCriticKind, info: SpaceInfo) 
 def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
          spec: EnvSpec) -> ACState:
   """Online and target networks (equal; no targets unless ``kind.target_networks``),
-  optimizers, an empty memory, zero noise."""
+  optimizers, an empty memory, empty observation statistics, zero noise."""
   info = space_info(spec, layout(config, spec))
   nets = networks(config, kind, info)
   memory = replay.memory_of(config, info)
@@ -152,8 +155,8 @@ def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
   obs = spaces.zero_obs(info, ())
   item = TransitionItem(obs, nets.stored_action(), jnp.float32(0), jnp.bool_(False),
                         jnp.bool_(False), obs)
-  return ACState(params, opt_state, memory.init(item), noise, state_key, zero, zero, zero,
-                 zero, info, replay.Static(config))
+  return ACState(params, opt_state, memory.init(item), observations.init_stats(config, info),
+                 noise, state_key, zero, zero, zero, zero, info, replay.Static(config))
 
 
 def fresh_networks(config: ActorCriticConfig, kind: ActorCriticKind, nets: ACNetworks,
@@ -197,7 +200,8 @@ def act(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState, obs,
         key: jax.Array, deterministic: bool = False):
   """``obs[B, ...] -> (action[B, ...], {"noise": [B, A]} or {})`` in the env's units."""
   nets = networks(config, kind, state.info)
-  out = nets.actor(state.params.actor, spaces.float_obs(state.info, obs))
+  obs = observations.normalized(config, state.obs_stats, spaces.float_obs(state.info, obs))
+  out = nets.actor(state.params.actor, obs)
   noise, exploration = state.noise, kind.exploration
   if nets.discrete:  # masked logits: a masked action is never sampled nor the mode
     policy = Categorical(out)
@@ -230,26 +234,30 @@ def uniform_action(key: jax.Array, out, discrete: bool) -> jax.Array:
 def store(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState,
           transition: Transition) -> ACState:
   """Writes the ``[B]`` transition as one memory row; keeps the act's OU noise (zero where
-  the episode ended)."""
+  the episode ended); adds its observations to the running statistics (when normalizing)."""
   info = state.info
   nets = networks(config, kind, info)
   row = replay.memory_row(info, nets.actions.from_env(transition.action), transition)
   memory = replay.memory_of(config, info).add(state.memory, row)
   noise = replay.carried_noise(kind.exploration, state.noise, transition)
-  return state._replace(memory=memory, noise=noise, num_steps=state.num_steps + info.num_envs,
-                        pending=state.pending + 1)
+  stats = observations.update_stats(config, state.obs_stats, row.obs)
+  return state._replace(memory=memory, obs_stats=stats, noise=noise,
+                        num_steps=state.num_steps + info.num_envs, pending=state.pending + 1)
 
 
 # ------------------------------------------------------------------------ summaries
 
 
 def summarize(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState) -> dict:
-  """TensorBoard material: memory fill, updates, the temperature, the OU noise."""
+  """TensorBoard material: memory fill, updates, the temperature, the observation
+  statistics, the OU noise."""
   memory = replay.memory_of(config, state.info)
   scalars = {"memory/size": memory.size(state.memory).astype(jnp.float32),
              "updates": state.num_updates.astype(jnp.float32)}
   if kind.stochastic:
     scalars["alpha"] = jnp.exp(state.params.log_alpha)
+  if config.normalize_observations:
+    scalars["obs_mean"], scalars["obs_std"] = observations.mean_std(state.obs_stats)
   histograms = {}
   if memory.prioritized:
     histograms["memory/priorities"] = memory.priorities_of(state.memory)

@@ -14,7 +14,13 @@ probability exactly 0, so they are never sampled and add nothing to values or en
 * ``flat``: MLPs of ``actor_layers`` on ``[N, D]`` and of ``critic_layers`` on ``[N, D + A]``.
 * ``tree``: each network gets its own torso built from the JSON network spec
   (``batchrl.networks.layered``); the critics join the action to its features and go on
-  through ``critic_layers``.
+  through ``critic_layers``; the actor's heads read the features (``actor_layers`` unread).
+
+With ``architecture='simba'`` the MLPs' place is taken by SimBa's blocks
+(``batchrl.networks.simba``: a Dense layer, a residual block per listed width, a final
+LayerNorm), the heads as they are. DroQ's critic options (``critic_dropout``,
+``critic_layer_norm``) go into each hidden layer of the critics' MLPs (dropout after each
+SimBa block); the critics drop out only in the training passes of ``ACNetworks.with_dropout``.
 
 With ``renorm`` (CrossQ), Batch Renormalization (``batchrl.networks.batch_renorm``) comes
 first on each MLP's input (the observation, or the torso's features; the critics' joined
@@ -25,6 +31,7 @@ statistics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from typing import Any, Callable, NamedTuple
@@ -37,12 +44,14 @@ import numpy as np
 
 from batchrl.agents import spaces
 from batchrl.agents.spaces import SpaceInfo
+from batchrl.configclass import ConfigError
 from batchrl.networks.actions import ActionMap, action_map
 from batchrl.networks.batch_renorm import BatchRenorm
 from batchrl.networks.dense import Dense  # nn.Dense with a weight gradient fast on the CPU
 from batchrl.networks.distributions import Categorical
 from batchrl.networks.layer_specs import RenormSettings
 from batchrl.networks.layered import build_network, input_specs_from_space
+from batchrl.networks.simba import Simba
 
 DISCRETE_AGENTS = "dqn, ddqn, dqn_nstep, dqfd, ppo, vpg, trpo, sac"
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # SAC's log std range (a tanh maps the head into it)
@@ -144,20 +153,41 @@ def squashed_log_prob(action: jax.Array, mean: jax.Array, log_std: jax.Array) ->
 
 class MLP(nn.Module):
   """Dense layers and their activation; with ``renorm``, Batch Renormalization on the input
-  and after each activation (``train``: its training pass)."""
+  and after each activation (``train``: its training pass); DroQ's ``dropout`` (active when
+  not ``deterministic``) and ``layer_norm`` after each Dense layer, before its activation
+  (sbx's order)."""
 
   layers: tuple[int, ...]
   activation: str
   renorm: RenormSettings | None = None
+  layer_norm: bool = False
+  dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x, train: bool = False):
+  def __call__(self, x, train: bool = False, deterministic: bool = True):
     renorm = (lambda x: x) if self.renorm is None else (
         lambda x: BatchRenorm(self.renorm)(x, train))
     x = renorm(x)
     for size in self.layers:
-      x = renorm(_ACTIVATIONS[self.activation](Dense(size)(x)))
+      x = Dense(size)(x)
+      if self.dropout:
+        x = nn.Dropout(self.dropout)(x, deterministic=deterministic)
+      if self.layer_norm:
+        x = nn.LayerNorm()(x)
+      x = renorm(_ACTIVATIONS[self.activation](x))
     return x
+
+
+def hidden(x, layers: tuple[int, ...], activation: str, architecture: str = "mlp", *,
+           renorm: RenormSettings | None = None, layer_norm: bool = False,
+           dropout: float = 0.0, train: bool = False, deterministic: bool = True):
+  """The hidden layers of an actor or a critic on ``x [N, D]`` (called inside a compact
+  method, whose submodule they become): an ``MLP`` of ``layers``, or SimBa's blocks of those
+  widths (no Batch Renormalization there: CrossQ refuses SimBa; their own LayerNorms, so no
+  ``layer_norm``)."""
+  if architecture == "simba":
+    return Simba(layers, _ACTIVATIONS[activation], dropout)(x, deterministic)
+  return MLP(layers, activation, renorm, layer_norm, dropout)(x, train, deterministic)
 
 
 class Actor(nn.Module):
@@ -172,11 +202,13 @@ class Actor(nn.Module):
   stochastic: bool
   categorical: bool = False
   renorm: RenormSettings | None = None
+  architecture: str = "mlp"
 
   @nn.compact
   def __call__(self, obs, train: bool = False):
     if self.torso is None:
-      x = MLP(self.layers, self.activation, self.renorm)(obs, train)
+      x = hidden(obs, self.layers, self.activation, self.architecture, renorm=self.renorm,
+                 train=train)
     else:  # the torso's features, renormalized when the MLPs are
       x = MLP((), self.activation, self.renorm)(self.torso((), obs)[1], train)
     if self.categorical:
@@ -191,7 +223,8 @@ class Actor(nn.Module):
 class Critic(nn.Module):
   """``(obs, action [N, A]) -> Q [N]``; with ``num_values`` n > 0 (a Discrete action),
   ``obs -> Q(s, .) [N, n]`` (the action input is not read); with ``num_quantiles`` Q > 0
-  (TQC), ``(obs, action) -> `` the quantiles of the return ``[N, Q]``."""
+  (TQC), ``(obs, action) -> `` the quantiles of the return ``[N, Q]``. ``dropout`` is active
+  when not ``deterministic``."""
 
   torso: nn.Module | None
   layers: tuple[int, ...]
@@ -199,14 +232,19 @@ class Critic(nn.Module):
   num_values: int = 0
   num_quantiles: int = 0
   renorm: RenormSettings | None = None
+  architecture: str = "mlp"
+  layer_norm: bool = False
+  dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, obs, action, train: bool = False):
+  def __call__(self, obs, action, train: bool = False, deterministic: bool = True):
     x = obs if self.torso is None else self.torso((), obs)[1]
+    body = functools.partial(hidden, layers=self.layers, activation=self.activation,
+                             architecture=self.architecture, layer_norm=self.layer_norm,
+                             dropout=self.dropout, deterministic=deterministic)
     if self.num_values:
-      return Dense(self.num_values, name="q")(MLP(self.layers, self.activation)(x))
-    x = MLP(self.layers, self.activation, self.renorm)(jnp.concatenate([x, action], axis=-1),
-                                                      train)
+      return Dense(self.num_values, name="q")(body(x))
+    x = body(jnp.concatenate([x, action], axis=-1), renorm=self.renorm, train=train)
     if self.num_quantiles:
       return Dense(self.num_quantiles, name="q")(x)
     return Dense(1, name="q")(x)[..., 0]
@@ -223,13 +261,17 @@ class Critics(nn.Module):
   num_values: int = 0
   num_quantiles: int = 0
   renorm: RenormSettings | None = None
+  architecture: str = "mlp"
+  layer_norm: bool = False
+  dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, obs, action, train: bool = False):
+  def __call__(self, obs, action, train: bool = False, deterministic: bool = True):
     return jnp.stack([
         Critic(None if self.torsos is None else self.torsos[i], self.layers, self.activation,
-               self.num_values, self.num_quantiles, self.renorm,
-               name=f"critic_{i}")(obs, action, train)
+               self.num_values, self.num_quantiles, self.renorm, self.architecture,
+               self.layer_norm, self.dropout,
+               name=f"critic_{i}")(obs, action, train, deterministic)
         for i in range(self.num)])
 
 
@@ -250,10 +292,12 @@ class ACNetworks:
     actor: ``(params, obs [N, ...]) -> action [N, A]`` (deterministic), ``(mean, log_std)``
       (squashed Gaussian) or logits ``[N, n]`` (Discrete; masked actions at the lowest float).
     critic: ``(params, obs, action) -> Q [C, N]`` (Discrete: ``action`` int32 ``[N]`` indices;
-      quantile critics: ``[C, N, Q]``).
+      quantile critics: ``[C, N, Q]``); a ``dropout_key=`` makes it a pass with the
+      critics' dropout (``with_dropout``).
     actions: normalized ``[N, A]`` <-> the env's actions, or ``DiscreteActions``.
     stochastic: whether the actor is a squashed Gaussian or categorical.
-    q_values: Discrete only: ``(params, obs) -> Q(s, .) [C, N, n]``; None otherwise.
+    q_values: Discrete only: ``(params, obs) -> Q(s, .) [C, N, n]`` (``dropout_key=`` as
+      ``critic``); None otherwise.
     params_of: the part of a network's variables that gradients move (all of them but
       ``Renormed``'s statistics): what the optimizers see.
     actor_train, critic_train: with Batch Renormalization only (``Renormed`` variables):
@@ -275,6 +319,17 @@ class ACNetworks:
   def discrete(self) -> bool:
     return isinstance(self.actions, DiscreteActions)
 
+  def with_dropout(self, key: jax.Array | None) -> "ACNetworks":
+    """These networks with the critics' passes dropping out (DroQ), the masks drawn from
+    ``key``: what a learning step's losses call (``learning.dropout_keys``); as they are when
+    ``key`` is None (no dropout)."""
+    if key is None:
+      return self
+    q_values = (None if self.q_values is None
+                else functools.partial(self.q_values, dropout_key=key))
+    return dataclasses.replace(self, critic=functools.partial(self.critic, dropout_key=key),
+                               q_values=q_values)
+
   def stored_action(self) -> jax.Array:
     """One stored action, as zeros: an int32 index or a normalized float vector ``[A]``."""
     if self.discrete:
@@ -289,8 +344,10 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
   ``config.network``, 'auto' when None); ``discrete``: the agent learns one Discrete action
   with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC);
   ``num_quantiles`` > 0: each critic gives that many quantiles of the return (TQC);
-  ``renorm``: Batch Renormalization in both (CrossQ; float actions)."""
+  ``renorm``: Batch Renormalization in both (CrossQ; float actions). SimBa on image
+  observations without an encoder is a ConfigError."""
   actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
+  check_simba_inputs(config, info, agent)
   if info.layout == "flat":
     actor_torso, critic_torsos = None, None
     example = lambda: jnp.zeros((1, info.observation_size), jnp.float32)
@@ -310,9 +367,9 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
     return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
                               example, prepare)
   actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic,
-                renorm=renorm)
+                renorm=renorm, architecture=config.architecture)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
-                    num_quantiles=num_quantiles, renorm=renorm)
+                    num_quantiles=num_quantiles, renorm=renorm, **critic_options(config))
   if renorm is not None:
     return _renormed_networks(actor, critics, actions, stochastic, example, prepare)
 
@@ -324,10 +381,39 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
     return (actor.init(actor_key, obs)["params"],
             critics.init(critic_key, obs, jnp.zeros((1, actions.size), jnp.float32))["params"])
 
+  def critic(params, obs, a, dropout_key=None):
+    return critics.apply({"params": params}, prepare(obs)[0], a, **dropping(dropout_key))
+
   return ACNetworks(
-      init, lambda params, obs: actor.apply({"params": params}, prepare(obs)[0]),
-      lambda params, obs, a: critics.apply({"params": params}, prepare(obs)[0], a), actions,
-      stochastic)
+      init, lambda params, obs: actor.apply({"params": params}, prepare(obs)[0]), critic,
+      actions, stochastic)
+
+
+def critic_options(config) -> dict:
+  """The ``Critics`` fields a config sets besides their sizes: the architecture and DroQ's
+  dropout and LayerNorm."""
+  return dict(architecture=config.architecture, layer_norm=config.critic_layer_norm,
+              dropout=config.critic_dropout)
+
+
+def dropping(key: jax.Array | None) -> dict:
+  """The ``apply`` arguments of a critics' pass: with ``key``, dropout on, its masks drawn
+  from it; without, none (the inference pass, the call as it always was)."""
+  return {} if key is None else dict(deterministic=False, rngs={"dropout": key})
+
+
+def check_simba_inputs(config, info: SpaceInfo, agent: str) -> None:
+  """SimBa's blocks take feature vectors: on image observations (the flat layout's Box of
+  rank 3 or more, which an MLP would flatten) they need an encoder first."""
+  shape = info.observation_shape if info.layout == "flat" else ()
+  if config.architecture == "simba" and len(shape) >= 3:
+    raise ConfigError(
+        f"{agent}.architecture 'simba' takes vector observations, but these are images of "
+        f"shape {shape}: SimBa's residual blocks need an encoder before them. Give a network "
+        f"spec with a convolutional encoder as {agent}.network (the JSON text '\"auto\"' "
+        "has one; or your own conv2d layers and a flatten): the critics' SimBa blocks then "
+        "run on its features, and a {'type': 'simba', 'size': ...} layer after the flatten "
+        "puts SimBa in the encoder too.")
 
 
 def _renormed_networks(actor: Actor, critics: Critics, actions: ActionMap, stochastic: bool,
@@ -362,9 +448,9 @@ def _discrete_networks(config, actions: DiscreteActions, num_critics: int, actor
   """A categorical actor and ``num_critics`` critics of ``Q(s, .)``; ``prepare(obs) ->
   (network inputs, action mask [N, n] or None)``."""
   actor = Actor(actor_torso, config.actor_layers, config.activation, actions.n, True,
-                categorical=True)
+                categorical=True, architecture=config.architecture)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
-                    actions.n)
+                    actions.n, **critic_options(config))
 
   def init(key):
     actor_key, critic_key = jax.random.split(key)
@@ -375,11 +461,11 @@ def _discrete_networks(config, actions: DiscreteActions, num_critics: int, actor
     inputs, mask = prepare(obs)
     return Categorical.masked(actor.apply({"params": params}, inputs), mask).logits
 
-  def q_values(params, obs):
-    return critics.apply({"params": params}, prepare(obs)[0], None)
+  def q_values(params, obs, dropout_key=None):
+    return critics.apply({"params": params}, prepare(obs)[0], None, **dropping(dropout_key))
 
-  def critic(params, obs, index):
-    q = q_values(params, obs)
+  def critic(params, obs, index, dropout_key=None):
+    q = q_values(params, obs, dropout_key)
     index = jnp.broadcast_to(jnp.asarray(index, jnp.int32), q.shape[:-1])
     return jnp.take_along_axis(q, index[..., None], axis=-1)[..., 0]
 

@@ -47,14 +47,13 @@ class CrossQConfig(StochasticActorConfig):
     check_stochastic_actor(self, "crossq")
     if self.num_critics < 1:
       raise ConfigError(f"crossq.num_critics must be >= 1, got {self.num_critics!r}.")
-    if self.policy_delay < 1:
-      raise ConfigError(f"crossq.policy_delay must be >= 1, got {self.policy_delay!r}.")
     if not 0 <= self.renorm_momentum < 1:
       raise ConfigError(f"crossq.renorm_momentum must be in [0, 1), got "
                         f"{self.renorm_momentum!r}.")
     if self.renorm_warmup_steps < 0:
       raise ConfigError(f"crossq.renorm_warmup_steps must be >= 0, got "
                         f"{self.renorm_warmup_steps!r}.")
+    check_crossq_networks(self)
     defaults = {f.name: f.default for f in dataclasses.fields(StochasticActorConfig)}
     for name in _NO_TARGETS:
       default = defaults[name]
@@ -66,3 +65,20 @@ class CrossQConfig(StochasticActorConfig):
   def renorm(self) -> RenormSettings:
     """The settings of every Batch Renormalization layer."""
     return RenormSettings(momentum=self.renorm_momentum, warmup_steps=self.renorm_warmup_steps)
+
+
+def check_crossq_networks(c: CrossQConfig) -> None:
+  """The network options CrossQ's Batch Renormalization leaves no room for: SimBa's
+  LayerNorm blocks (sbx builds a Simba CrossQ with Batch Renormalization inside its blocks;
+  not here) and DroQ's critic dropout and LayerNorm."""
+  if c.architecture != "mlp":
+    raise ConfigError(f"crossq.architecture {c.architecture!r} is not supported: CrossQ's "
+                      "networks are MLPs with Batch Renormalization; for SimBa networks use "
+                      "sac or tqc with architecture='simba'.")
+  if c.critic_layer_norm:
+    raise ConfigError("crossq.critic_layer_norm is not supported: CrossQ's critics already "
+                      "normalize with Batch Renormalization (leave it False).")
+  if c.critic_dropout:
+    raise ConfigError(f"crossq.critic_dropout is not supported (got {c.critic_dropout!r}): "
+                      "CrossQ's critic passes carry Batch Renormalization statistics, not "
+                      "dropout masks; DroQ is a SAC (or TQC) configuration.")

@@ -46,7 +46,7 @@ def crossq_step(config: CrossQConfig, nets: ACNetworks, move_targets: jax.Array,
                                alpha)
 
   # actor and temperature: on gradient step t (from 1) when t mod policy_delay == 0 (sbx's)
-  learn = (opt_state.steps + 1) % config.policy_delay == 0
+  learn = learning.policy_due(config, opt_state)
   objective = functools.partial(crossq_actor_loss, nets, actor_stats=params.actor.stats,
                                 critic=critic.params, obs=items.obs, key=actor_key,
                                 alpha=alpha)
@@ -99,7 +99,5 @@ def delayed_policy_step(config: CrossQConfig, nets: ACNetworks, opts: learning.O
                                                   alpha_state, log_prob, dict(metrics))
     return actor, actor_state, log_alpha, alpha_state, loss, metrics
 
-  if config.policy_delay == 1:
-    return step(actor, actor_state, log_alpha, alpha_state)
-  # a real branch on CPU/GPU (both sides only under vmap)
-  return jax.lax.cond(learn, step, held, actor, actor_state, log_alpha, alpha_state)
+  return learning.delayed(config, learn, step, held, actor, actor_state, log_alpha,
+                          alpha_state)

@@ -4,7 +4,15 @@
 measured presets."""
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.sac.config import SACConfig
-from batchrl.agents.sac.presets import cartpole_sac, mujoco_sac, pendulum_sac
+from batchrl.agents.sac.presets import (
+  cartpole_sac,
+  mujoco_droq,
+  mujoco_sac,
+  mujoco_sac_simba,
+  pendulum_droq,
+  pendulum_sac,
+  pendulum_sac_simba,
+)
 
 ENTRY = FamilyEntry(
     "sac", "Soft actor-critic (continuous or discrete actions)",
@@ -13,4 +21,5 @@ ENTRY = FamilyEntry(
                    "target entropy"},
     config_class=SACConfig)
 
-__all__ = ["ENTRY", "SACConfig", "cartpole_sac", "mujoco_sac", "pendulum_sac"]
+__all__ = ["ENTRY", "SACConfig", "cartpole_sac", "mujoco_droq", "mujoco_sac", "mujoco_sac_simba",
+           "pendulum_droq", "pendulum_sac", "pendulum_sac_simba"]

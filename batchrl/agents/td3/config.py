@@ -36,9 +36,6 @@ class TD3Config(DeterministicActorConfig):
   def __post_init__(self):
     check_actor_critic(self, "td3")
     parse_exploration(self.exploration, "td3.exploration")
-    if self.policy_delay < 1:
-      raise ConfigError(f"td3.policy_delay must be >= 1 (gradient steps per actor step), got "
-                        f"{self.policy_delay!r}.")
     if self.actor_q not in ACTOR_Q_CHOICES:
       raise ConfigError(f"td3.actor_q must be one of {', '.join(map(repr, ACTOR_Q_CHOICES))}, got "
                         f"{self.actor_q!r}.")

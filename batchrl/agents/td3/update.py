@@ -40,21 +40,23 @@ def td3_step(config: TD3Config, nets: ACNetworks, move_targets: jax.Array, state
   metrics)``."""
   opts = learning.optimizers(config)
   batch_key, target_key, _ = learning.step_keys(key)
+  dropout = learning.dropout_keys(config, key)
   batch = learning.sample_batch(config, state, batch_key)
   items = batch.items
 
   # critics: toward the smaller twin target at the smoothed target action
-  next_value = td3_next_value(config, nets, params.target_actor, params.target_critic,
-                              items.next_obs, target_key)
+  next_value = td3_next_value(config, nets.with_dropout(dropout.target), params.target_actor,
+                              params.target_critic, items.next_obs, target_key)
   target = bellman_target(items.reward, items.terminated, batch.discount, next_value)
-  critic = learning.critic_step(config, nets, opts.critic, params.critic, opt_state.critic,
-                                items, batch.weight, target)
+  critic = learning.critic_step(config, nets.with_dropout(dropout.critic), opts.critic,
+                                params.critic, opt_state.critic, items, batch.weight, target)
 
   # actor: on gradient step t (from 1) when t mod policy_delay == 0 (Algorithm 1)
-  objective = functools.partial(deterministic_actor_loss, nets, critic_params=critic.params,
-                                obs=items.obs, q_of=ACTOR_Q[config.actor_q])
-  learn_actor = (opt_state.steps + 1) % config.policy_delay == 0
-  actor, actor_state, actor_loss, metrics = delayed_actor_step(
+  objective = functools.partial(deterministic_actor_loss, nets.with_dropout(dropout.actor),
+                                critic_params=critic.params, obs=items.obs,
+                                q_of=ACTOR_Q[config.actor_q])
+  learn_actor = learning.policy_due(config, opt_state)
+  actor, actor_state, actor_loss, metrics = learning.delayed_actor_step(
       config, opts.actor, objective, learn_actor, params.actor, opt_state.actor)
 
   # targets: Polyak toward the new networks when due (and, the paper's, on actor steps)
@@ -68,18 +70,3 @@ def td3_step(config: TD3Config, nets: ACNetworks, move_targets: jax.Array, state
                                                   learn_actor.astype(jnp.float32)))
   return params, opt_state, batch.index, jnp.abs(critic.error[0]), metrics
 
-
-def delayed_actor_step(config: TD3Config, opt, objective, learn: jax.Array, actor, opt_state):
-  """``learning.actor_step`` where ``learn``; elsewhere the loss alone, so the metrics still
-  say where the actor stands, without the backward pass and Adam step a discarded step would
-  cost. ``(actor, opt_state, loss, metrics)``."""
-  step = functools.partial(learning.actor_step, opt, objective)
-  if config.policy_delay == 1:
-    return step(actor, opt_state)
-
-  def held(actor, opt_state):
-    loss, metrics = objective(actor)
-    return actor, opt_state, loss, metrics
-
-  # a real branch on CPU/GPU (both sides only under vmap)
-  return jax.lax.cond(learn, step, held, actor, opt_state)

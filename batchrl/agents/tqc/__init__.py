@@ -4,7 +4,7 @@
 measured presets."""
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.tqc.config import TQCConfig
-from batchrl.agents.tqc.presets import mujoco_tqc, pendulum_tqc
+from batchrl.agents.tqc.presets import mujoco_tqc, mujoco_tqc_simba, pendulum_tqc
 
 ENTRY = FamilyEntry(
     "tqc", "Truncated quantile critics (continuous actions)",
@@ -12,4 +12,4 @@ ENTRY = FamilyEntry(
                    "critics of return quantiles whose pooled target drops the largest ones"},
     config_class=TQCConfig)
 
-__all__ = ["ENTRY", "TQCConfig", "mujoco_tqc", "pendulum_tqc"]
+__all__ = ["ENTRY", "TQCConfig", "mujoco_tqc", "mujoco_tqc_simba", "pendulum_tqc"]

@@ -1,6 +1,7 @@
 """Measured TQC presets (the named experiments in ``batchrl.configs.actor_critic``)."""
 from __future__ import annotations
 
+from batchrl.agents.actor_critic.presets import SIMBA
 from batchrl.agents.tqc.config import TQCConfig
 
 
@@ -28,3 +29,13 @@ def mujoco_tqc(**changes) -> TQCConfig:
                 num_quantiles=25, drop_quantiles=2)
   values.update(changes)
   return TQCConfig(**values)
+
+
+def mujoco_tqc_simba(**changes) -> TQCConfig:
+  """TQC with SimBa networks (Lee et al. 2025) for MuJoCo, as sbx's SimBa recipe (its
+  README's "Note about SimBa", whose example trains TQC; sbx 0.28): ``mujoco_tqc``'s values
+  (2 critics of 25 quantiles, 2 dropped per critic, Adam's rates 3e-4, batch 256, a 1M
+  memory, one gradient step per environment step) with SimBa's networks, AdamW, running
+  observation normalization and uniform actions for the first 10k steps
+  (``batchrl.agents.actor_critic.presets.SIMBA``)."""
+  return mujoco_tqc(**{**SIMBA, **changes})
