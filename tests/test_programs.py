@@ -70,6 +70,34 @@ def test_long_programs_keep_xlas_fusion_emitters_and_give_the_same_values():
   np.testing.assert_allclose(programs.jit(fun, "long")(x), jax.jit(fun)(x), rtol=1e-5)
 
 
+def test_fast_compile_all_compiles_every_kind_as_once_and_only_while_it_is_set(monkeypatch):
+  """``BATCHRL_FAST_COMPILE=all`` (the named-config tests): every kind gets ``"once"``'s
+  options; a program called under it and again without it is jitted each way, so the
+  setting never outlives the calls made under it."""
+  seen = []
+  real_jit = jax.jit
+
+  def spy(fun, **kwargs):
+    seen.append(kwargs.get("compiler_options"))
+    return real_jit(fun, **kwargs)
+
+  monkeypatch.setattr(jax, "jit", spy)
+  x = jnp.arange(6.0)
+  program = programs.jit(lambda x: jnp.sin(x) * 2.0, "loop")
+  expected = np.sin(np.arange(6.0)) * 2.0
+  np.testing.assert_allclose(program(x), expected, rtol=1e-6)
+  monkeypatch.setenv(programs.FAST_COMPILE_ENV, "all")
+  for kind in ("loop", "long", "once"):
+    assert programs.compiler_options(kind) == programs.compiler_options("once")
+  np.testing.assert_allclose(program(x), expected, rtol=1e-6)
+  monkeypatch.delenv(programs.FAST_COMPILE_ENV)
+  np.testing.assert_allclose(program(x), expected, rtol=1e-6)
+  loop, once = programs.compiler_options("loop") or None, programs.compiler_options("once") or None
+  # jitted once per set of options (plus the plain twin for nested calls), never again
+  expected_options = [loop] + ([once] if once != loop else [])
+  assert [o for o in seen if o is not None] == [o for o in expected_options if o is not None]
+
+
 def test_an_option_this_jaxlib_does_not_know_is_left_out_alone(monkeypatch):
   options = {"loop": {"xla_cpu_use_fusion_emitters": False,
                       "xla_no_such_option_anywhere": True}, "once": {}}
