@@ -31,8 +31,9 @@ ort = pytest.importorskip("onnxruntime")  # the `export` extra
 FAMILIES = tuple(families.trainable())
 # Keys besides the contract table's, and act/observe steps before export, where the policy
 # reads running statistics (observation normalization) that should move off their start.
-EXTRA_KEYS = {"ppo": dict(normalize_observations=True)}
-STEPS = {"ppo": 12}
+EXTRA_KEYS = {"ppo": dict(normalize_observations=True),
+              "tqc": dict(normalize_observations=True)}  # the actor-critic agents' (SimBa's)
+STEPS = {"ppo": 12, "tqc": 12}
 TINY_RUN = ["--set", "steps=2048", "--set", "report_every=1024", "--set", "eval_every=2048",
             "--set", "checkpoint_every=1024", "--set", "num_envs=8", "--set",
             "rollout_length=64", "--set", "update_epochs=1", "--set", "eval_steps=20",
