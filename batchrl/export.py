@@ -2,7 +2,8 @@
 export`` (``batchrl.export_run``).
 
 What is exported is the deterministic action of independent states, exactly the computation
-``agent.act(states, deterministic=True, independent=True)`` runs (``runtime.act_fresh``):
+``agent.act(states, deterministic=True, independent=True)`` runs
+(``batchrl.agent.runtime.act_fresh``, whose ``export_agent`` writes an agent's policy):
 state preprocessing and observation normalization with the statistics learned so far, the
 network, and the mode of the policy (argmax for int actions with action masks honoured, the
 mode clipped to the bounds for float actions, as each model does). The agent's state is
@@ -37,10 +38,9 @@ import jax
 import jax.extend
 import numpy as np
 
-from batchrl.agents.runtime import Runtime, act_fresh
-from batchrl.agents.states import DTYPES, named_spaces, space_kind
 from batchrl.errors import UserInputError, missing_extra
 from batchrl.files import write_atomic
+from batchrl.specs import DTYPES, named_spaces, space_kind
 
 FORMATS = ("onnx", "jax")
 JAX_PLATFORMS = ("cpu", "cuda", "tpu")  # a serialized export runs on any of these
@@ -69,26 +69,6 @@ class Policy:
   named: bool
 
 
-def agent_policy(runtime: Runtime, state) -> Policy:
-  """The policy of a ``batchrl.Agent`` (its runtime and device state)."""
-  if runtime.recurrent:
-    raise UserInputError("exporting a recurrent policy is not supported (its carry would "
-                         "be an input and an output); export a feed-forward agent.")
-  adapters, model = runtime.adapters, runtime.parts.model
-  key = jax.random.key(0)  # a deterministic act draws nothing: the key is only an argument
-
-  def act(states):
-    return act_fresh(adapters, model, state, states, key, True)[0]
-
-  return Policy(act, _inputs(adapters.raw_space), named_spaces(adapters.raw_space) is not None)
-
-
-def export_agent(runtime: Runtime, state, path, format: str = "onnx") -> Path:
-  """``agent.export``: the policy of a ``batchrl.Agent`` written to ``path``."""
-  check_format(format)
-  return export_policy(agent_policy(runtime, state), path, format)
-
-
 def model_policy(model, model_state, observation_space: gym.Space) -> Policy:
   """The policy of a ``batchrl train`` run: its ``Model`` and model state, for
   observations of ``observation_space`` (one env's)."""
@@ -100,6 +80,12 @@ def model_policy(model, model_state, observation_space: gym.Space) -> Policy:
   def act(states):
     return model.act(model_state, states, key, True)[0]
 
+  return space_policy(act, observation_space)
+
+
+def space_policy(act: Callable[[Any], Any], observation_space: gym.Space) -> Policy:
+  """``act`` as the ``Policy`` of states of ``observation_space`` (one env's, or a
+  ``batchrl.Agent``'s states)."""
   return Policy(act, _inputs(observation_space), named_spaces(observation_space) is not None)
 
 

@@ -9,7 +9,7 @@ each with a public path that gives the same results:
   wrapping (``callback``, ``core``, ``dispatch``, ``mlir``; ``batchrl.envs.host_call``).
   Public path: ``jax.experimental.io_callback(..., ordered=True)``.
 - ``unrolled_threefry`` / ``lower_unrolled``: the CPU lowering of JAX's random hash without
-  its loop (``mlir``'s rule tables, ``random.threefry2x32``; ``batchrl.agents.fast_path``).
+  its loop (``mlir``'s rule tables, ``random.threefry2x32``; ``batchrl.agent.fast_path``).
   Public path: JAX's own lowering.
 
 One rule for all of them: if a hook cannot be installed on this JAX, or fails when a program

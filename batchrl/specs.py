@@ -24,6 +24,10 @@ int64), ``start`` (int with ``num_values``: first value, default 0). ``min_value
 may be arrays of ``shape``. A mapping is one spec when its ``type`` is a string, otherwise a
 dict of named specs. ``from_space`` writes ``num_values`` and leaves out keys at their defaults,
 so ``to_space(from_space(space))`` gives back the same shape, dtype and bounds.
+
+The kind of a state or action space (``space_kind``: 'bool', 'int' or 'float', with its host
+dtype in ``DTYPES``) is how ``batchrl.Agent`` checks and stores its values, and the dtype of
+an exported policy's inputs.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from batchrl.configclass import ConfigError
 from batchrl.errors import UserInputError, did_you_mean
 
 
@@ -324,3 +329,31 @@ def _with_defaults_left_out(spec: dict, dtype, start=0, default_dtype="int64") -
   if np.dtype(dtype).name != default_dtype:
     spec["dtype"] = np.dtype(dtype).name
   return spec
+
+
+DTYPES = {"float": np.float32, "int": np.int32, "bool": np.bool_}  # per kind, on the host
+
+
+def space_kind(space: gym.Space) -> str:
+  """'bool', 'int' or 'float': how values of ``space`` are checked and stored."""
+  if isinstance(space, gym.spaces.MultiBinary):
+    return "bool"
+  if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+    return "int"
+  if isinstance(space, gym.spaces.Box):
+    return "float" if np.issubdtype(space.dtype, np.floating) else "int"
+  raise ConfigError(f"states and actions must be bool, int or float specs (or a dict of "
+                    f"named ones), got {space}.")
+
+
+def named_spaces(space: gym.Space) -> dict[str, gym.Space] | None:
+  """The named sub-spaces of a dict space; None for a single unnamed one."""
+  return dict(space.spaces) if isinstance(space, gym.spaces.Dict) else None
+
+
+def space_kinds(space: gym.Space):
+  """``space_kind`` of the space, or per named sub-space."""
+  named = named_spaces(space)
+  if named is None:
+    return space_kind(space)
+  return {name: space_kind(sub) for name, sub in named.items()}

@@ -9,8 +9,8 @@ import pytest
 
 from batchrl import Agent, compilation_cache
 from batchrl.agent import AgentUsageError, StreamAheadError
+from batchrl.agent.dispatch import prefer_compilation_cache
 from batchrl.agents.core import Transition
-from batchrl.agents.dispatch import prefer_compilation_cache
 from batchrl.agents.family import BuildContext
 from batchrl.agents.ppo import model as ppo_agent
 from batchrl.agents.ppo.keys import ppo_config

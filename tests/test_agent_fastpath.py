@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from batchrl import Agent, jax_internals
-from batchrl.agent import AgentUsageError
-from batchrl.agents import fast_path, interaction
-from batchrl.agents.streams import terminal_codes
+from batchrl.agent import AgentUsageError, fast_path, interaction
+from batchrl.agent.streams import terminal_codes
 
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))
 SMALL = dict(network=[dict(type="dense", size=8)], batch_size=8, optimizer_batch_size=8,
@@ -233,7 +232,7 @@ def test_terminal_codes_without_isin():
 
 
 def test_inline_dispatch_only_when_nobody_chose(monkeypatch):
-  from batchrl.agents.dispatch import prefer_inline_dispatch
+  from batchrl.agent.dispatch import prefer_inline_dispatch
   calls = []
   monkeypatch.setattr(jax.config, "update", lambda name, value: calls.append((name, value)))
   monkeypatch.setattr(jax_internals, "backends_started", lambda: False)

@@ -1,6 +1,6 @@
 """Compiled programs belong to the agents that use them: creating and closing agents in a
 loop does not grow the process, and a runtime no agent holds goes once it leaves the small
-cache of recent runtimes (``batchrl.agents.runtime.SHARED_RUNTIMES``)."""
+cache of recent runtimes (``batchrl.agent.runtime.SHARED_RUNTIMES``)."""
 import os
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from batchrl import Agent
-from batchrl.agents import runtime
+from batchrl.agent import runtime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = dict(states=dict(type="float", shape=(4,)), actions=dict(type="int", num_values=2))

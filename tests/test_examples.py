@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from batchrl import Agent
-from batchrl.agents import family, runtime
+from batchrl.agent import runtime
+from batchrl.agents import family
 from test_cli_run import CONTINUOUS, NETWORK_STATES
 
 ROOT = Path(__file__).resolve().parents[1]

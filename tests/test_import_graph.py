@@ -2,9 +2,13 @@
 cycle closed by an import inside a function is still two modules that depend on each other.
 A package's ``__init__`` that imports its own children is not a cycle of ideas, so edges from
 a module to the package that contains it are left out (importing a child runs its parent
-first; that is how packages work).
+first; that is how packages work). For the same reason an import of a package's child from
+outside the package counts as an import of the package too: ``batchrl.agent``'s ``__init__``
+imports the ``Agent``, so a module the ``Agent`` needs cannot import ``batchrl.agent.runtime``.
 
-And no agent folder imports another: what two agents share lives in a shared home (below)."""
+And no agent folder imports another: what two agents share lives in a shared home (below).
+The algorithms (``batchrl.agents``) import neither the object API (``batchrl.agent``) nor the
+environments (``batchrl.envs``): both are built on them."""
 from __future__ import annotations
 
 import ast
@@ -23,6 +27,9 @@ SHARED_FOLDERS = frozenset({"replay", "actor_critic", "policy_gradient"})
 # The lists of agent families (the catalog of their JAX-free entries, and the families with
 # their models): importing every agent folder is their job.
 REGISTRIES = frozenset({"batchrl.agents.families", "batchrl.agents.catalog"})
+# What the algorithms are below: the object API that wraps them and the environments they
+# are run on.
+ABOVE_THE_ALGORITHMS = ("batchrl.agent", "batchrl.envs")
 
 
 def _modules() -> dict[str, Path]:
@@ -122,16 +129,57 @@ def _cross_agent_edges(graph: dict[str, set[str]], shared: frozenset[str]) -> li
   return edges
 
 
+def _with_parent_packages(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+  """``graph`` with an edge to every package (of ``packages``) whose child a module imports
+  from outside that package: importing ``a.b.c`` runs ``a.b``'s ``__init__`` first."""
+  out = {}
+  for name, targets in graph.items():
+    parents = set()
+    for target in targets:
+      parts = target.split(".")
+      for i in range(1, len(parts)):
+        package = ".".join(parts[:i])
+        if package in packages and package != name and not name.startswith(package + "."):
+          parents.add(package)
+    out[name] = targets | parents
+  return out
+
+
 def _graph() -> dict[str, set[str]]:
   """Every module of the package -> the modules of the package it imports."""
   modules = _modules()
   return {name: _imported(name, path, set(modules)) for name, path in modules.items()}
 
 
+def _run_graph() -> dict[str, set[str]]:
+  """``_graph`` with the packages whose ``__init__`` an import runs (``_with_parent_packages``)."""
+  packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
+  return _with_parent_packages(_graph(), packages)
+
+
+def _under(module: str, package: str) -> bool:
+  return module == package or module.startswith(package + ".")
+
+
+def _upward_edges(graph: dict[str, set[str]]) -> list[str]:
+  """``"importer -> imported"`` for every import of a module of ``ABOVE_THE_ALGORITHMS`` by a
+  module of batchrl.agents."""
+  return [f"{name} -> {target}" for name in sorted(graph) if _under(name, "batchrl.agents")
+          for target in sorted(graph[name])
+          if any(_under(target, above) for above in ABOVE_THE_ALGORITHMS)]
+
+
 def test_the_package_has_no_import_cycle():
-  graph = _graph()
+  graph = _run_graph()
   assert "batchrl.agents.families" in graph and graph["batchrl.agents.families"]
   assert _cycles(graph) == []
+
+
+def test_a_child_imported_from_outside_its_package_runs_the_package():
+  graph = {"p": {"p.api"}, "p.api": {"x"}, "p.runtime": set(), "x": {"p.runtime"}}
+  graph = _with_parent_packages(graph, {"p"})
+  assert graph["x"] == {"p.runtime", "p"} and graph["p.api"] == {"x"}
+  assert _cycles(graph) == [["p", "p.api", "x"]]
 
 
 def test_the_cycle_finder_finds_a_cycle_through_three_modules():
@@ -164,3 +212,23 @@ def test_the_cross_agent_check_names_the_offending_edge():
       "batchrl.agents.actor_critic.losses -> batchrl.agents.dqn.losses",
       "batchrl.agents.td3.model -> batchrl.agents.ddpg.losses",
       "batchrl.networks.heads -> batchrl.agents.sac.model"]
+
+
+def test_the_algorithms_import_neither_the_object_api_nor_the_environments():
+  graph = _graph()
+  assert "batchrl.agent.api" in graph and "batchrl.envs.core" in graph
+  edges = _upward_edges(graph)
+  assert not edges, ("no module of batchrl.agents imports " + " or ".join(ABOVE_THE_ALGORITHMS)
+                     + " (the algorithms sit below both; move what they need down into "
+                     "batchrl.agents or below). Offending imports:\n  " + "\n  ".join(edges))
+
+
+def test_the_upward_check_names_the_offending_edge():
+  graph = {"batchrl.agents.dqn.model": {"batchrl.agents.core", "batchrl.agent.errors"},
+           "batchrl.agents.spaces": {"batchrl.envs", "batchrl.specs"},
+           "batchrl.agents": {"batchrl.agent"},
+           "batchrl.agent.runtime": {"batchrl.agents.core", "batchrl.envs.core"},
+           "batchrl.export": {"batchrl.agent.runtime"}}
+  assert _upward_edges(graph) == ["batchrl.agents -> batchrl.agent",
+                                  "batchrl.agents.dqn.model -> batchrl.agent.errors",
+                                  "batchrl.agents.spaces -> batchrl.envs"]

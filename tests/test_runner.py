@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.agents.errors import StreamAheadError
+from batchrl.agent.errors import StreamAheadError
 from batchrl.envs.core import Environment, EnvironmentAsGym, GymEnvironment, as_gym_env
 from batchrl.execution import Runner, ThreadedRunner
 

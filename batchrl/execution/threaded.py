@@ -18,7 +18,7 @@ Thread ``i`` uses the agent's parallel stream ``i`` (the agent needs
 ``parallel_interactions >= len(environments)``). The agent is not thread-safe: every agent call
 is made under one lock, and env steps run outside it so blocking envs overlap. An agent
 that updates on aligned rows of all streams (PPO) may refuse to let one stream run too
-far ahead: ``act`` then raises ``batchrl.agents.errors.StreamAheadError`` and that thread
+far ahead: ``act`` then raises ``batchrl.agent.errors.StreamAheadError`` and that thread
 waits on a condition variable until another stream has made progress, then retries.
 
 The callback (``callback(runner)`` or ``callback(runner, parallel)``) is called from the
@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from batchrl.agents.errors import StreamAheadError
+from batchrl.agent.errors import StreamAheadError
 from batchrl.execution.runner import (
   Progress,
   RunOptions,

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -22,13 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.agents import interaction, spaces
-from batchrl.agents.adapters import Adapters, build_adapters
-from batchrl.agents.errors import AgentUsageError
+from batchrl.agent import interaction
+from batchrl.agent.adapters import Adapters, build_adapters
+from batchrl.agent.errors import AgentUsageError
+from batchrl.agent.interaction import AgentParts, AgentState
+from batchrl.agents import spaces
 from batchrl.agents.families import api_type, family_of_type
 from batchrl.agents.family import BuildContext
-from batchrl.agents.interaction import AgentParts, AgentState
 from batchrl.configclass import ConfigError, from_dict
+from batchrl.errors import UserInputError
+from batchrl.export import Policy, check_format, export_policy, space_policy
 from batchrl.specs import EnvSpec
 
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
@@ -218,9 +222,30 @@ def _act_program(parts: AgentParts, commit: str, flush: int, update: str, determ
 
 def act_fresh(adapters: Adapters, model, state: AgentState, obs, key, deterministic: bool):
   """``(action, extras)`` for states seen as episode starts, learned statistics kept: the
-  computation of independent acts, and of exported policies (``batchrl.export``)."""
+  computation of independent acts, and of exported policies (``agent_policy``)."""
   processed = adapters.preprocess_fresh(state.preprocess, obs)
   return model.act(state.model, processed, key, deterministic)
+
+
+def agent_policy(runtime: Runtime, state: AgentState) -> Policy:
+  """The policy of a ``batchrl.Agent`` (its runtime and device state): its deterministic
+  independent act, as ``batchrl.export`` writes it."""
+  if runtime.recurrent:
+    raise UserInputError("exporting a recurrent policy is not supported (its carry would "
+                         "be an input and an output); export a feed-forward agent.")
+  adapters, model = runtime.adapters, runtime.parts.model
+  key = jax.random.key(0)  # a deterministic act draws nothing: the key is only an argument
+
+  def act(states):
+    return act_fresh(adapters, model, state, states, key, True)[0]
+
+  return space_policy(act, adapters.raw_space)
+
+
+def export_agent(runtime: Runtime, state: AgentState, path, format: str = "onnx") -> Path:
+  """``agent.export``: the policy of a ``batchrl.Agent`` written to ``path``."""
+  check_format(format)
+  return export_policy(agent_policy(runtime, state), path, format)
 
 
 def _independent_program(adapters: Adapters, model, deterministic: bool, with_carry: bool):

@@ -26,9 +26,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from batchrl.agents.errors import AgentUsageError, StreamAheadError
-from batchrl.agents.runtime import STAGE_DEPTH, Runtime
-from batchrl.agents.states import all_finite
+from batchrl.agent.errors import AgentUsageError, StreamAheadError
+from batchrl.agent.runtime import STAGE_DEPTH, Runtime
+from batchrl.agent.states import all_finite
 
 # What a checkpoint keeps (``Agent.save``'s counters): counts (0 where a checkpoint lacks
 # one), then per-stream arrays with their dtypes (kept as they are where it lacks one);

@@ -1,4 +1,5 @@
-"""The errors ``batchrl.Agent`` raises for misuse (also importable from ``batchrl.agent``).
+"""The errors ``batchrl.Agent`` raises for misuse; ``batchrl.agent`` re-exports them
+(``from batchrl.agent import AgentUsageError``).
 
 They sit below everything else of the object API so that every module of it can raise them
 without importing the ``Agent`` itself.
@@ -12,7 +13,7 @@ class AgentUsageError(ValueError):
 
 
 class StreamAheadError(AgentUsageError):
-  """One stream is ``STAGE_DEPTH`` (``batchrl.agents.runtime``) steps ahead of another: rows
+  """One stream is ``STAGE_DEPTH`` (``batchrl.agent.runtime``) steps ahead of another: rows
   of the model's batch hold one step of every stream, so it must wait (``ThreadedRunner``
   does)."""
 

@@ -11,35 +11,8 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 
-from batchrl.agents.errors import StateError
-from batchrl.configclass import ConfigError
-
-DTYPES = {"float": np.float32, "int": np.int32, "bool": np.bool_}  # per kind, on the host
-
-
-def space_kind(space: gym.Space) -> str:
-  """'bool', 'int' or 'float': how values of ``space`` are checked and stored."""
-  if isinstance(space, gym.spaces.MultiBinary):
-    return "bool"
-  if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
-    return "int"
-  if isinstance(space, gym.spaces.Box):
-    return "float" if np.issubdtype(space.dtype, np.floating) else "int"
-  raise ConfigError(f"states and actions must be bool, int or float specs (or a dict of "
-                    f"named ones), got {space}.")
-
-
-def named_spaces(space: gym.Space) -> dict[str, gym.Space] | None:
-  """The named sub-spaces of a dict space; None for a single unnamed one."""
-  return dict(space.spaces) if isinstance(space, gym.spaces.Dict) else None
-
-
-def space_kinds(space: gym.Space):
-  """``space_kind`` of the space, or per named sub-space."""
-  named = named_spaces(space)
-  if named is None:
-    return space_kind(space)
-  return {name: space_kind(sub) for name, sub in named.items()}
+from batchrl.agent.errors import StateError
+from batchrl.specs import named_spaces, space_kinds
 
 
 def all_finite(x: np.ndarray) -> bool:

@@ -9,7 +9,7 @@
 
 In TensorForce's words this object is the *Agent* (interaction: preprocessing, exploration,
 streams, checkpoints) and ``batchrl.agents.core.Model`` the *Model* (actions and updates).
-All of the agent's state is one pytree on the device (``batchrl.agents.interaction``); a
+All of the agent's state is one pytree on the device (``batchrl.agent.interaction``); a
 step is one compiled call (``act``), ``observe`` only records the reward on the host. A
 transition is handed to the model once its next state is known, at the stream's next
 ``act`` (or, on the fast path below, with many others a little later, but always before
@@ -17,8 +17,8 @@ anything reads the model); updates therefore run inside ``act`` (``observe`` rep
 
 Streams: ``parallel_interactions=N`` lets one agent act for ``N`` environments. Give a batch
 of states with ``parallel=[...]`` (default: streams ``0..k-1``); one call acts for all.
-Their host-side bookkeeping is ``batchrl.agents.streams``; the spec and its file,
-``batchrl.agents.agent_spec``.
+Their host-side bookkeeping is ``batchrl.agent.streams``; the spec and its file,
+``batchrl.agent.spec``.
 
 Terminal values: 0/False continue; 1/True the episode ended (no value after it); 2 cut short
 (time limit): the update bootstraps from the next state, which ``observe(...,
@@ -27,11 +27,11 @@ next_states=...)`` may give (``Runner`` does); without it, from the last state a
 Speed: when all streams act in each call and the model's ``act`` reads nothing its
 ``store`` changes (feed-forward policies without observation normalization, e.g. PPO's
 defaults), an act runs alone and transitions wait on the host, stored many at a time
-(``batchrl.agents.fast_path``); the results are the same. With one stream and a float
+(``batchrl.agent.fast_path``); the results are the same. With one stream and a float
 vector state, ``act`` and ``observe`` keep their bookkeeping in scalar reads and writes
 (``Streams.act_one``, ``Streams.observe_one``) and hand anything unusual to the general path.
 Creating the first agent also turns JAX's CPU async dispatch off
-(``batchrl.agents.dispatch``): an act computes for microseconds, less than handing it to
+(``batchrl.agent.dispatch``): an act computes for microseconds, less than handing it to
 another thread costs. Set ``BATCHRL_ASYNC_DISPATCH=1`` to keep JAX's default.
 
 Creating an agent compiles nothing: its initial state is traced (so a spec the model
@@ -52,19 +52,17 @@ import jax
 import numpy as np
 
 from batchrl import checkpoint, presets
-from batchrl.agents import agent_spec
+from batchrl.agent import spec as agent_spec
+from batchrl.agent.dispatch import prefer_compilation_cache, prefer_inline_dispatch
+from batchrl.agent.errors import AgentUsageError
+from batchrl.agent.fast_path import DeferredCommits, fast_plan
+from batchrl.agent.runtime import build_runtime, export_agent
+from batchrl.agent.streams import Streams, one_stream_shape, update_ran
 from batchrl.agents.core import Model
-from batchrl.agents.dispatch import prefer_compilation_cache, prefer_inline_dispatch
-from batchrl.agents.errors import AgentUsageError, StateError, StreamAheadError
 from batchrl.agents.families import FAMILIES, family_of_type
-from batchrl.agents.fast_path import DeferredCommits, fast_plan
-from batchrl.agents.runtime import build_runtime
-from batchrl.agents.streams import Streams, one_stream_shape, update_ran
 from batchrl.configclass import ConfigError
-from batchrl.export import export_agent
 
-# the errors are public here too: ``from batchrl.agent import AgentUsageError``
-__all__ = ["Agent", "AgentUsageError", "StateError", "StreamAheadError"]
+__all__ = ["Agent"]
 
 
 class Agent:
@@ -120,7 +118,7 @@ class Agent:
     Compilation: creating an agent traces its initial state; that program and the act
     programs compile at first use (seconds for SAC or TD3 on a CPU). Compiled programs are
     kept in JAX's persistent compilation cache for the next process, as ``batchrl train``
-    keeps them (``batchrl.agents.dispatch.prefer_compilation_cache``).
+    keeps them (``batchrl.agent.dispatch.prefer_compilation_cache``).
     """
     if preset is not None:
       name, kwargs = presets.preset_config(preset, agent_kwargs, parallel_interactions)
@@ -467,7 +465,7 @@ class Agent:
   def close(self) -> None:
     """Stores the transitions the fast path holds. The compiled programs belong to the
     runtime, shared by agents of the same spec but for the seed: they go once no agent
-    holds it and it has left ``batchrl.agents.runtime``'s small cache of recent runtimes."""
+    holds it and it has left ``batchrl.agent.runtime``'s small cache of recent runtimes."""
     self._sync()
 
 

@@ -28,12 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl import jax_internals
-from batchrl.agents import interaction
+from batchrl.agent import interaction
+from batchrl.agent.adapters import Adapters
+from batchrl.agent.interaction import AgentParts, AgentState
+from batchrl.agent.runtime import Runtime
 from batchrl.agents.act_reads import act_reads, store_writes
-from batchrl.agents.adapters import Adapters
-from batchrl.agents.interaction import AgentParts, AgentState
-from batchrl.agents.runtime import Runtime
-from batchrl.agents.states import DTYPES, named_spaces, space_kind
+from batchrl.specs import DTYPES, named_spaces, space_kind
 
 
 # eq=False: hashed by identity (a cache key); repr=False: keys print short

@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.agent.states import check_leaf, check_states
 from batchrl.agents import spaces
-from batchrl.agents.states import check_leaf, check_states, named_spaces, space_kind, space_kinds
 from batchrl.exploration import build_explorations
 from batchrl.ops.running_stats import RunningStats
 from batchrl.preprocessing import build_preprocessing, build_stack
-from batchrl.specs import to_space
+from batchrl.specs import named_spaces, space_kind, space_kinds, to_space
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
