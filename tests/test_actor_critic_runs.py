@@ -1,5 +1,5 @@
 """DDPG, TD3 and SAC as ``batchrl train`` runs them: the named configs (the fused Pendulum
-ones, the MuJoCo presets with the published values), the host stack's action bounds (no
+ones, the MuJoCo named configs with the published values), the host stack's action bounds (no
 ``action_bounds`` needed), exact resume from a checkpoint whose replay memory is full, and
 ``--seeds`` (runs vmapped in one program). Tiny networks and memories: each program compiles
 in seconds."""
@@ -27,7 +27,7 @@ def tiny(name: str, *sets: str):
 # ----------------------------------------------------------------------- named configs
 
 
-def test_mujoco_presets_hold_the_published_values():
+def test_mujoco_configs_hold_the_published_values():
   sac, td3 = configs.get("sac_mujoco"), configs.get("td3_mujoco")
   for exp in (sac, td3):
     c = exp.config
@@ -48,7 +48,7 @@ def test_mujoco_presets_hold_the_published_values():
 
 
 @pytest.mark.parametrize("name", ["sac_mujoco", "td3_mujoco"])
-def test_mujoco_preset_trains_on_another_task_with_set_env(name, tmp_path):
+def test_mujoco_config_trains_on_another_task_with_set_env(name, tmp_path):
   """``--set env=Hopper-v5``: the networks take Hopper's 11 observations and 3 actions."""
   exp = configs.apply_overrides(configs.get(name), [
       "env=Hopper-v5", "memory_capacity=64", "batch_size=8", "first_update=8",
