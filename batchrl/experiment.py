@@ -9,7 +9,6 @@ re-exported here, the names scripts and notebooks use. Training on Ray is
 """
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +37,10 @@ from batchrl.train.rundir import (
 )
 from batchrl.train.schedule import schedule
 
-# ``experiment.Trainer`` has always been the local trainer; the protocol both trainers
-# implement is ``batchrl.train.trainer.Trainer``.
-Trainer = LocalTrainer
-
-__all__ = ["CONFIG_FILE", "LocalTrainer", "Trainer", "build_agent", "build_env", "build_model",
-           "check_env", "check_seeds", "close_env", "eval_steps", "make_host_env", "nan_mean",
-           "per_seed_scores", "prepare_run", "remove_new_run", "restore_checkpoint",
-           "restore_sim", "run_directory", "save_checkpoint", "save_sim", "schedule",
-           "summarize", "train"]
-
-
-def build_agent(exp: Experiment):
-  """Deprecated (kept for one release): ``build_model``, which says what it builds."""
-  warnings.warn("experiment.build_agent is now experiment.build_model (it builds the "
-                "experiment's Model)", DeprecationWarning, stacklevel=2)
-  return build_model(exp)
+__all__ = ["CONFIG_FILE", "LocalTrainer", "build_env", "build_model", "check_env", "check_seeds",
+           "close_env", "eval_steps", "make_host_env", "nan_mean", "per_seed_scores", "prepare_run",
+           "remove_new_run", "restore_checkpoint", "restore_sim", "run_directory",
+           "save_checkpoint", "save_sim", "schedule", "summarize", "train"]
 
 
 def train(exp: Experiment, run_dir: Path, *, seeds: int | None = None,

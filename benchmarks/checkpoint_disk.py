@@ -34,9 +34,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax
 import jax.numpy as jnp
 
-from batchrl import checkpoint, configs, experiment
+from batchrl import checkpoint, configs
 from batchrl.agents.core import without_scratch
 from batchrl.agents.replay.updates import memory_of
+from batchrl.train.local import LocalTrainer
 from batchrl.train.rundir import restore_sim
 
 
@@ -110,7 +111,7 @@ def run_layout(args) -> list[dict]:
   root = Path(tempfile.mkdtemp(prefix="ckpt-disk-", dir=args.tmpdir))
   rows = []
   try:
-    trainer = experiment.Trainer(exp, root / "run")
+    trainer = LocalTrainer(exp, root / "run")
     agent = trainer.agent
     if not agent.memory:
       raise SystemExit(f"{args.config}'s agent has no replay memory (Model.memory)")

@@ -221,22 +221,22 @@ def main() -> None:
   parser.add_argument("--seconds", type=float, help="steady-state timing per row")
   parser.add_argument("--json", help="also write the rows as JSON here")
   args = parser.parse_args()
-  preset = QUICK if args.quick else FULL
+  sizes = QUICK if args.quick else FULL
   only = [x.strip() for x in args.only.split(",") if x.strip()]
   unknown = sorted(set(only) - set(ROWS))
   if unknown:
     raise SystemExit(f"unknown rows {unknown}; valid: {', '.join(ROWS)}")
-  iterations = args.iterations or preset["iterations"]
-  seconds = args.seconds if args.seconds is not None else preset["seconds"]
+  iterations = args.iterations or sizes["iterations"]
+  seconds = args.seconds if args.seconds is not None else sizes["seconds"]
 
   print(device_line(), flush=True)
   rows = []
   started = time.perf_counter()
   if "chunk" in only:
-    rows += chunk_rows("cartpole_fused", _ints(args.envs or preset["envs"]), [None],
+    rows += chunk_rows("cartpole_fused", _ints(args.envs or sizes["envs"]), [None],
                        iterations, seconds)
   if "seeds" in only:
-    rows += chunk_rows("cartpole_fused", [None], _ints(args.seeds or preset["seeds"]),
+    rows += chunk_rows("cartpole_fused", [None], _ints(args.seeds or sizes["seeds"]),
                        iterations, seconds)
   if "process" in only:
     rows += process_rows("cartpole_fused", warm=not args.quick)

@@ -12,7 +12,7 @@
 # new. It writes, under OUTDIR (default $OUT, else /tmp/gpu-offpolicy):
 # - device.txt: the device, JAX and the CPU count;
 # - step.txt: `benchmarks/sac_step.py --blocks 1 8 64`: one process, time per environment
-#   step with K = 1, 8 and 64 (HalfCheetah-v5, the preset's values, no peers);
+#   step with K = 1, 8 and 64 (HalfCheetah-v5, the named config's values, no peers);
 # - shared.txt: `benchmarks/update_ratio.py` with four runs at once (`--jobs 4`, each
 #   pinned to a quarter of the cores, all on the one GPU, each taking 22.5% of its memory,
 #   which `batchrl bench --jobs 4` sets): K = 1 and 8, two seeds each, 50k steps of

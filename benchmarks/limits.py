@@ -6,15 +6,15 @@ one run:
 
 - the floor: the raw Gymnasium env stepped in this process with random actions (no
   wrappers of ours), and EnvPool's steps/s where it is installed and has the task;
-- the preset's own env (its wrapper stack) stepped in a loop, and ``BatchEnv`` with 0, 1 and
-  2 workers at the preset's env count (``n/a`` where there are fewer envs than workers);
+- the named config's own env (its wrapper stack) stepped in a loop, and ``BatchEnv`` with 0, 1 and
+  2 workers at the named config's env count (``n/a`` where there are fewer envs than workers);
 - the policy's ``act`` and the ``update`` alone, in microseconds per env step (compiled, on
   the agent's initial state; each act's observation depends on the previous action, so XLA
   cannot hoist the network out of the loop: before, on one constant observation, the act
   row timed only the sampling, 2.2 us per step for Breakout's Nature CNN, now ~3 ms per
   agent step of 8 envs);
 - a short training run (the ``LocalTrainer``'s compiled chunk: ``fused.make_run_chunk`` over
-  the preset's host env) in env steps/s, and its time split into *env* (inside
+  the named config's host env) in env steps/s, and its time split into *env* (inside
   ``BatchEnv.step``), *act*, *update* (the alone-figures times the steps / updates run) and
   *else*, everything the run spends besides: the ``host_call`` crossing between the
   compiled program and Python, the conversions around ``BatchEnv.step`` and the agent's
@@ -37,7 +37,7 @@ step of 8 envs), before and after the work of 2026-11-26 (issue 17's A2C target)
 ``ConvertTo32Bit`` took ~10 us per env step for CartPole's ~5 (an ``np.errstate`` context
 and a general NaN/inf walk per observation and reward; now one cast and one dot product),
 and XLA's 2-thread pool moved the compiled step and its host callback between threads and
-cores at every step (``run.xla_threads=1``). Preset's wrapped env 0.41 -> 0.64-0.69 of the
+cores at every step (``run.xla_threads=1``). The named config's wrapped env 0.41 -> 0.64-0.69 of the
 raw env's steps/s; ``BatchEnv`` 0 workers 0.36 -> 0.46-0.57; a training step (act, store,
 update/5, the callback, 8 env steps) about 265-340 us of CPU -> 190-205 us, of which
 ``_host_step`` (``BatchEnv.step`` and its conversions) is ~110 and the compiled program
@@ -48,7 +48,7 @@ the second session of 2026-11-26 (``BatchEnv(infos=False)`` in training, ``Range
 computing its maps once): training run 6,021 -> 8,210 steps/s, 0.25 -> 0.33 of the raw
 env's 24-25k; its env part 110.5 -> 73.6 us per step (merging HalfCheetah's four info
 floats into vector infos every step, and float64 range maps for a [-1, 1] action range),
-the preset's wrapped env 0.76 -> 0.81 of the raw env. Per training step now: raw
+the named config's wrapped env 0.76 -> 0.81 of the raw env. Per training step now: raw
 simulation about 40 us, our wrapper stack ~10, ``BatchEnv`` ~9, the update 14.3 (its
 share of a 2048-step update), the crossing 11.6, conversions 4.4, act 2.5, store 1.3, and
 about 14 not accounted for. The update and the env alone are already more than 1.5x the
@@ -84,7 +84,7 @@ from batchrl.train import fused
 from batchrl.train.build import build_env, build_model, close_env, make_host_env
 from batchrl.train.cpu_threads import start_cpu_backend
 
-PRESETS = {"HalfCheetah-v5": "ppo_mujoco", "Pendulum-v1": "pendulum",
+NAMED_CONFIGS = {"HalfCheetah-v5": "ppo_mujoco", "Pendulum-v1": "pendulum",
            "BreakoutNoFrameskip-v4": "ppo_atari", "CartPole-v1": "a2c_cartpole"}
 ENVPOOL_IDS = {"BreakoutNoFrameskip-v4": "Breakout-v5"}  # EnvPool's Atari ids (its own
 # preprocessing: frame skip 4, 84x84, 4 frames; so one of its steps is 4 emulator frames)
@@ -166,7 +166,7 @@ def env_rows(env_id: str, exp) -> dict[str, tuple[Callable[[], object], int]]:
                            atari=run.atari)
   rows = {
       "raw env, one process": (lambda: SingleEnv(make_gym(env_id)), 1),
-      "preset's wrapped env, one process": (lambda: SingleEnv(host()), 1),
+      "named config's wrapped env, one process": (lambda: SingleEnv(host()), 1),
   }
   for count in (1, n):
     pool = envpool_env(env_id, count)
@@ -207,7 +207,7 @@ class Timer:
 
 
 def find_ingraph(env) -> InGraphBatchEnv:
-  """The ``InGraphBatchEnv`` under a preset's env (behind preprocessing, if any)."""
+  """The ``InGraphBatchEnv`` under a named config's env (behind preprocessing, if any)."""
   while not isinstance(env, InGraphBatchEnv):
     env = env.env
   return env
@@ -226,7 +226,7 @@ def per_step_us(fn, state, steps: int, tries: int = 3) -> float:
 
 
 class ConstantEnv:
-  """An in-graph env of the preset's shapes that returns zeros: from the graph
+  """An in-graph env of the named config's shapes that returns zeros: from the graph
   (``via=None``), or from Python through ``"host_call"`` or ``"io_callback"`` (the crossing
   alone)."""
 
@@ -287,7 +287,7 @@ def model_parts(env, agent, sim, period: int) -> dict[str, float]:
 
 
 class Training:
-  """The preset's compiled training chunk over its host env, ``iterations`` per call
+  """The named config's compiled training chunk over its host env, ``iterations`` per call
   (``lean=False``: its host env reached through ``io_callback``, as before ``host_call``)."""
 
   def __init__(self, exp, iterations: int, lean: bool = True):
@@ -341,10 +341,10 @@ def median(values):
 
 
 def bench_env(env_id: str, args) -> None:
-  exp = get(PRESETS[env_id])
+  exp = get(NAMED_CONFIGS[env_id])
   if env_id != exp.run.env:
     exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, env=env_id))
-  print(f"\n== {env_id}  (preset {exp.name}: {exp.run.num_envs} env(s), "
+  print(f"\n== {env_id}  (named config {exp.name}: {exp.run.num_envs} env(s), "
         f"{exp.config.rollout_length} steps per env per update)", flush=True)
   rows = env_rows(env_id, exp)
   live = {name: build() for name, (build, _) in
@@ -421,7 +421,7 @@ def print_split(splits: list[dict], parts: dict, training: Training) -> None:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--envs", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+  parser.add_argument("--envs", nargs="+", default=list(NAMED_CONFIGS), choices=list(NAMED_CONFIGS))
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--seconds", type=float, default=2.0, help="per env row and repeat")
   parser.add_argument("--iterations", type=int, default=2,

@@ -7,11 +7,11 @@ Resumable.
     python benchmarks/parity.py --table-only          # the table from what has finished
 
 Each run is a subprocess: batchrl's is ``batchrl train --config {algo}_mujoco`` with
-``--set env=... steps=... eval_every=...`` (its own presets: the values the SAC/TD3/TQC
+``--set env=... steps=... eval_every=...`` (its named configs: the values the SAC/TD3/TQC
 papers, CleanRL, rl-zoo and sb3-contrib share), the peer's is
 ``benchmarks/peers/sbx_train.py`` in the peers' venv with the same values (see its
 docstring; ``--libraries sb3`` is SB3's SAC/TD3 and sb3-contrib's TQC), starting as our
-preset does: uniform random actions until learning starts where the preset has
+config does: uniform random actions until learning starts where the config has
 ``start_steps`` (TD3), else the untrained policy from the first step (SAC, TQC). Runs go
 under ``--results`` (default ``benchmarks/results/parity``); a run killed mid-way continues
 from its last checkpoint (batchrl: exactly; the peer: from its last saved chunk) when the
@@ -29,7 +29,7 @@ targets_with_actor=false``), its runs in ``batchrl/sbx-td3-...``.
 The table: best and final greedy evaluation (mean of ``--episodes`` episodes) per run, the
 mean over finished seeds (of the best, of the evaluations after learning starts, of the
 final), and batchrl's mean best as a ratio of the peer's. The best counts the
-evaluations after the first gradient step only (our preset's ``first_update``, the peer's
+evaluations after the first gradient step only (our config's ``first_update``, the peer's
 ``learning_starts``): before it both evaluate an untrained network, and on Ant-v5 that
 network, standing still, scores ~840 for its healthy reward, more than TD3 at 100k.
 Evaluations happen every ``--eval-every`` steps on a separate env in both libraries.
@@ -55,7 +55,7 @@ ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
 LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx")
 # a variant: (the library it runs, its options, the algorithms it applies to); a peer's
-# options go to sbx_train.py, ours are ``--set`` overrides of the preset
+# options go to sbx_train.py, ours are ``--set`` overrides of the named config
 VARIANTS = {"sbx-paper": ("sbx", ["--paper-td3"], ("td3",)),
             "batchrl-sbx": ("batchrl", ["actor_q=min", "targets_with_actor=false"], ("td3",))}
 
@@ -80,7 +80,7 @@ def ours_stamp(library: str, algo: str, env: str, seed: int) -> str:
 
 
 def ours_command(algo: str, env: str, seed: int, args, library: str = "batchrl") -> list[str]:
-  """``batchrl train`` with the named preset (and a variant's overrides); the same
+  """``batchrl train`` with the named config (and a variant's overrides); the same
   timestamp resumes the run."""
   sets = dict(env=env, steps=args.steps, eval_every=args.eval_every,
               eval_episodes=args.episodes, eval_steps=args.episodes * 1000,
@@ -110,14 +110,14 @@ def ours_evals(run_dir: str) -> list[tuple[int, float]]:
 
 
 def starts_uniform(algo: str) -> bool:
-  """Whether our preset acts uniformly before learning starts (``start_steps``, TD3's
+  """Whether our named config acts uniformly before learning starts (``start_steps``, TD3's
   25000, the peer's ``learning_starts``): the peer then does too, its own way; else the
   peer's untrained policy acts from the first step, as ours."""
   return configs.get(f"{algo}_mujoco").config.start_steps > 0
 
 
 def learning_starts(algo: str) -> int:
-  """The step of the first gradient step, in our preset and (the same value) the peer's."""
+  """The step of the first gradient step, in our named config and (the same value) the peer's."""
   return configs.get(f"{algo}_mujoco").config.first_update
 
 

@@ -156,14 +156,15 @@ def host_pendulum(target: float = -200.0, max_steps: int = 200_000) -> dict:
   ``to_target_s``: construction + training phases (compilation included) until the
   evaluation that first reached ``target``; evaluation time is left out, as for the peer.
   """
-  from batchrl import configs, experiment
+  from batchrl import configs
+  from batchrl.train.local import LocalTrainer
 
   exp = configs.get("pendulum")
   exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, steps=max_steps))
   start = time.perf_counter()
   eval_s, reached, score = 0.0, None, math.nan
   with tempfile.TemporaryDirectory() as tmp:
-    trainer = experiment.Trainer(exp, Path(tmp))
+    trainer = LocalTrainer(exp, Path(tmp))
     report = trainer.plan["report"]
     try:
       while trainer.iteration < trainer.plan["total"]:
@@ -183,13 +184,14 @@ def host_pendulum(target: float = -200.0, max_steps: int = 200_000) -> dict:
 
 
 def host_cheetah(steps: int = 1_000_000) -> dict:
-  from batchrl import configs, experiment
+  from batchrl import configs
+  from batchrl.train.local import LocalTrainer
 
   exp = configs.get("cheetah")
   exp = dataclasses.replace(exp, run=dataclasses.replace(
       exp.run, steps=steps, report_every=steps // 10))
   with tempfile.TemporaryDirectory() as tmp:
-    trainer = experiment.Trainer(exp, Path(tmp))
+    trainer = LocalTrainer(exp, Path(tmp))
     start = time.perf_counter()
     try:
       while trainer.iteration < trainer.plan["total"]:

@@ -9,7 +9,7 @@ side with sbx.
     python benchmarks/sac_step.py --algo crossq                   # CrossQ (1024-wide critics)
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
-on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` preset, or ``mujoco_td3`` with ``--algo td3``,
+on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` recipe, or ``mujoco_td3`` with ``--algo td3``,
 whose actor steps on every second gradient step, or ``mujoco_tqc`` with ``--algo tqc``: 2
 critics of 25 quantiles; sbx and SB3 / sb3-contrib with the same values, as
 ``benchmarks/peers/sbx_train.py`` builds them). Each side learns from step

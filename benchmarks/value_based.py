@@ -27,7 +27,7 @@ Rows and targets (issue 8; ratios are ours / peer's wall time, below 1 = batchrl
   the pretrained policy's score before any environment step, and DQN with 10-step targets.
 
 One seed per row (seed 0): DQN on CartPole has a wide spread over seeds (see
-``batchrl.configs.value_based``), so a single run says little about a few thousand steps.
+``batchrl.configs.dqn``), so a single run says little about a few thousand steps.
 """
 from __future__ import annotations
 

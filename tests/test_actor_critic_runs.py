@@ -1,5 +1,5 @@
 """DDPG, TD3 and SAC as ``batchrl train`` runs them: the named configs (the fused Pendulum
-ones, the MuJoCo presets with the published values), the host stack's action bounds (no
+ones, the MuJoCo named configs with the published values), the host stack's action bounds (no
 ``action_bounds`` needed), exact resume from a checkpoint whose replay memory is full, and
 ``--seeds`` (runs vmapped in one program). Tiny networks and memories: each program compiles
 in seconds."""
@@ -13,6 +13,7 @@ import pytest
 from batchrl import Agent, configs, experiment
 from batchrl.agents.replay import updates as replay
 from batchrl.cli import main
+from batchrl.train.local import LocalTrainer
 from conftest import leaves
 
 # 4 envs, 8-unit networks, a 32-transition memory (8 rows of 4 envs), learning from step 16
@@ -27,7 +28,7 @@ def tiny(name: str, *sets: str):
 # ----------------------------------------------------------------------- named configs
 
 
-def test_mujoco_presets_hold_the_published_values():
+def test_mujoco_configs_hold_the_published_values():
   sac, td3 = configs.get("sac_mujoco"), configs.get("td3_mujoco")
   for exp in (sac, td3):
     c = exp.config
@@ -48,12 +49,12 @@ def test_mujoco_presets_hold_the_published_values():
 
 
 @pytest.mark.parametrize("name", ["sac_mujoco", "td3_mujoco"])
-def test_mujoco_preset_trains_on_another_task_with_set_env(name, tmp_path):
+def test_mujoco_config_trains_on_another_task_with_set_env(name, tmp_path):
   """``--set env=Hopper-v5``: the networks take Hopper's 11 observations and 3 actions."""
   exp = configs.apply_overrides(configs.get(name), [
       "env=Hopper-v5", "memory_capacity=64", "batch_size=8", "first_update=8",
       "eval_steps=10", "report_every=16"])
-  trainer = experiment.Trainer(exp, tmp_path)
+  trainer = LocalTrainer(exp, tmp_path)
   try:
     metrics = trainer.train_phase(16)
     assert metrics["learning"] > 0 and np.isfinite(metrics["critic_loss"])
@@ -98,7 +99,7 @@ def test_resume_with_a_full_replay_memory_is_exact(name, tmp_path):
   """Train 2N == train N, checkpoint (the memory full and wrapped), resume, train N: bit
   for bit, on CPU with one seed. One trainer, so one compiled program: the resumed run
   starts from the untrained state its trainer began with and restores over it."""
-  trainer = experiment.Trainer(tiny(name, "steps=96", "report_every=48"), tmp_path)
+  trainer = LocalTrainer(tiny(name, "steps=96", "report_every=48"), tmp_path)
   n = 12  # iterations of 4 env steps: 48 transitions > the memory's 32
   try:
     untrained = trainer.sim
@@ -148,7 +149,7 @@ def test_seeds_train_independent_actor_critic_agents_in_one_program(tmp_path):
 def test_one_seed_with_host_envs_trains_as_a_seeds_run(tmp_path):
   """``--seeds 1`` with host envs: one lane, under the seeds' ``vmap`` like K of them."""
   exp = configs.apply_overrides(configs.get("sac_pendulum"), TINY + ["eval_steps=20"])
-  trainer = experiment.Trainer(exp, tmp_path, seeds=1)
+  trainer = LocalTrainer(exp, tmp_path, seeds=1)
   try:
     assert trainer.sim.obs.shape == (1, 4, 3)
     metrics = trainer.train_phase(8)
@@ -180,8 +181,8 @@ def test_seeds_with_host_envs_train_in_one_program_and_resume(tmp_path):
   assert main(["export", str(run_dir), "--seed-index", "1", "--out", str(tmp_path / "p"),
                "--format", "jax"]) == 0
 
-  trainer = experiment.Trainer(configs.apply_overrides(configs.get("sac_pendulum"), overrides),
-                               run_dir, seeds=2)
+  trainer = LocalTrainer(configs.apply_overrides(configs.get("sac_pendulum"), overrides),
+                         run_dir, seeds=2)
   try:
     assert trainer.restore() and trainer.step == 64
     assert trainer.sim.obs.shape == (2, 4, 3)

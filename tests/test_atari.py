@@ -290,7 +290,7 @@ def test_ppo_atari_runs_its_update_on_the_host_on_the_cpu_only():
   # XLA:CPU's slow convolution gradients inside loops (jax #12868): the update leaves the
   # compiled chunk on the CPU; the loop equivalence is tests/test_ppo_host_update.py
   from batchrl.agents.ppo.model import host_update_loop
-  from batchrl.configs.atari import ppo_atari
+  from batchrl.configs.ppo import ppo_atari
   config = ppo_atari().config
   assert config.update_loop == "auto"
   assert host_update_loop(config) == (jax.default_backend() == "cpu")

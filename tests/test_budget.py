@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from batchrl import configs, experiment
+from batchrl import configs
 from batchrl.agents.families import family
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
@@ -23,6 +23,7 @@ from batchrl.train.build import (
   eval_kind,
   planned_eval_steps,
 )
+from batchrl.train.local import LocalTrainer
 from batchrl.train.schedule import budget_note, phase_length, schedule
 
 ODD_BUDGETS = (12_345, 1_234_567)  # multiples of nothing a config uses
@@ -228,7 +229,7 @@ def test_a_host_run_tells_its_progress_between_reports(tmp_path):
   exp = configs.apply_overrides(configs.get("cartpole"), [
       "num_envs=2", "num_workers=0", "rollout_length=16", "update_epochs=1",
       "batch_size=32", "steps=256"])
-  trainer = experiment.Trainer(exp, tmp_path / "run")
+  trainer = LocalTrainer(exp, tmp_path / "run")
   try:
     heard = []
     trainer.train_phase(3, progress=heard.append)

@@ -19,6 +19,7 @@ from batchrl.memories import MemoryState, TransitionItem, make_memory
 from batchrl.simulation import init as init_simulation
 from batchrl.train import fused
 from batchrl.train.build import build_env, build_model
+from batchrl.train.local import LocalTrainer
 from conftest import leaves
 
 # a tiny Double DQN on gymnax CartPole: 4 envs x update_frequency 32 = 128 steps an
@@ -49,7 +50,7 @@ def _assert_equal(a, b):
 def replay_run(tmp_path_factory):
   """Five checkpoints of one tiny DQN run (keep 3), one iteration apart."""
   run_dir = tmp_path_factory.mktemp("runs") / "dqn"
-  trainer = experiment.Trainer(_exp(), run_dir)
+  trainer = LocalTrainer(_exp(), run_dir)
   for iteration in range(1, 6):
     trainer.train_phase(1)
     trainer.iteration = iteration
@@ -82,7 +83,7 @@ def test_only_the_newest_run_checkpoint_holds_the_replay_memory(replay_run):
 
 @pytest.mark.gymnax
 def test_resuming_from_the_newest_checkpoint_is_exact(replay_run):
-  resumed = experiment.Trainer(_exp(), replay_run.run_dir)
+  resumed = LocalTrainer(_exp(), replay_run.run_dir)
   with warnings.catch_warnings():
     warnings.simplefilter("error", CheckpointWarning)
     assert resumed.restore() and resumed.iteration == 5
@@ -104,7 +105,7 @@ def test_resuming_from_an_older_checkpoint_warns_and_goes_on_with_an_empty_memor
     _copy(ckpt.path, run_dir / "checkpoints" / ckpt.path.name)
   newest = checkpoint.list_checkpoints(run_dir / "checkpoints")[-1].path
   (newest / checkpoint.STATE_FILE).write_bytes(b"damaged")
-  trainer = experiment.Trainer(_exp(), run_dir)
+  trainer = LocalTrainer(_exp(), run_dir)
   fresh = trainer.sim.agent_state.memory
   with pytest.warns(CheckpointWarning) as record:
     assert trainer.restore() and trainer.iteration == 4
@@ -148,7 +149,7 @@ def test_the_newest_checkpoint_stores_the_filled_part_of_the_memory(replay_run):
 def test_a_checkpoint_holding_the_whole_memory_still_loads(replay_run, tmp_path, monkeypatch):
   """Checkpoints written before the filled part was stored alone hold every row: they
   restore exactly as they were written."""
-  template = experiment.Trainer(_exp(), tmp_path / "fresh").sim
+  template = LocalTrainer(_exp(), tmp_path / "fresh").sim
   sim, _ = experiment.restore_sim(replay_run.run_dir / "checkpoints", template,
                                   replay_run.agent)
   assert int(sim.agent_state.memory.filled) == 640 // 4

@@ -18,6 +18,7 @@ from batchrl import checkpoint, configs, experiment
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.train import loop
+from batchrl.train.local import LocalTrainer
 from batchrl.train.trainer import Trainer
 
 TINY = ["--set", "steps=4096", "--set", "report_every=1024", "--set", "eval_every=2048",
@@ -213,16 +214,16 @@ def test_resume_is_exact(tmp_path):
   exp = configs.apply_overrides(configs.get("cartpole_fused"), [
       "num_envs=8", "rollout_length=32", "update_epochs=2", "steps=1024", "report_every=256",
       "batch_size=128"])
-  straight = experiment.Trainer(exp, tmp_path / "a")
+  straight = LocalTrainer(exp, tmp_path / "a")
   assert isinstance(straight, Trainer)  # the protocol the training loop drives
   straight.train_phase(4)
   straight.train_phase(4)
 
-  first = experiment.Trainer(exp, tmp_path / "b")
+  first = LocalTrainer(exp, tmp_path / "b")
   first.train_phase(4)
   first.iteration = 4
   first.save()
-  resumed = experiment.Trainer(exp, tmp_path / "b")
+  resumed = LocalTrainer(exp, tmp_path / "b")
   assert resumed.restore() and resumed.iteration == 4
   resumed.train_phase(4)
   for a, b in zip(jax.tree.leaves(straight.sim), jax.tree.leaves(resumed.sim)):
@@ -236,7 +237,7 @@ def test_run_checkpoints_leave_ppos_rollout_buffer_out_and_older_ones_still_load
   exp = configs.apply_overrides(configs.get("cartpole_fused"), [
       "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=1024", "report_every=256",
       "batch_size=128"])
-  trainer = experiment.Trainer(exp, tmp_path / "run")
+  trainer = LocalTrainer(exp, tmp_path / "run")
   trainer.train_phase(2)
   trainer.iteration = 2
   trainer.save()

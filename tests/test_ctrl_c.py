@@ -12,9 +12,10 @@ import jax
 import numpy as np
 import pytest
 
-from batchrl import checkpoint, configs, experiment
+from batchrl import checkpoint, configs
 from batchrl.logging import read_metrics
 from batchrl.train import interrupt, loop, schedule
+from batchrl.train.local import LocalTrainer
 
 # a long budget, reports every 2 updates, the first scheduled checkpoint only at the end
 LONG = ["--set", "steps=50000000", "--set", "report_every=8192", "--set", "num_envs=32",
@@ -132,10 +133,10 @@ def test_a_stop_ends_the_phase_after_the_update_under_way_and_resuming_is_exact(
   exp = configs.apply_overrides(configs.get("cartpole_fused"), [
       "num_envs=8", "rollout_length=32", "update_epochs=1", "steps=2048", "report_every=1024",
       "checkpoint_every=2048", "eval_every=2048", "batch_size=128", "eval_steps=50"])
-  straight = experiment.Trainer(exp, tmp_path / "straight")  # updates of 256 steps
+  straight = LocalTrainer(exp, tmp_path / "straight")  # updates of 256 steps
   loop.run(straight, progress=False, use_tensorboard=False)  # a phase: one call of 4
 
-  stopped = experiment.Trainer(exp, tmp_path / "stopped")
+  stopped = LocalTrainer(exp, tmp_path / "stopped")
   asked = []
   result = loop.run(stopped, progress=False, use_tensorboard=False,
                     stop=lambda: asked.append(1) or True)
@@ -143,7 +144,7 @@ def test_a_stop_ends_the_phase_after_the_update_under_way_and_resuming_is_exact(
   assert [c.step for c in checkpoint.list_checkpoints(tmp_path / "stopped" / "checkpoints")
           ] == [256]
   monkeypatch.setattr(schedule, "CALL_SECONDS", 0.0)  # every call one update
-  resumed = experiment.Trainer(exp, tmp_path / "stopped")
+  resumed = LocalTrainer(exp, tmp_path / "stopped")
   loop.run(resumed, progress=False, use_tensorboard=False, stop=lambda: False)
 
   def reports(run, phase):

@@ -308,18 +308,35 @@ def test_readme_links_point_at_files():
       assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
 
 
-def test_the_agent_table_lists_every_agent_and_real_configs():
+def test_the_agent_table_lists_every_family_with_its_agents_and_named_configs():
+  """docs/choosing-an-agent.md's table is written by hand: one row per family, naming each of
+  its ``Agent.create`` names and each of its named configs; a family, name or config it misses
+  is named here."""
   from batchrl import configs
   from batchrl.agents import families
   page = (ROOT / "docs" / "choosing-an-agent.md").read_text()
   rows = [r.split("|")[1:-1] for r in page.splitlines()
           if r.startswith("| `") and r.count("|") > 3]
-  names = {n for row in rows for n in re.findall(r"`(\w+)`", row[0])}
-  assert names == set(families.api_names())
+  listed = {}
   for row in rows:
-    agent = families.family_of_type(re.findall(r"`(\w+)`", row[0])[0])
-    for name in re.findall(r"`(\w+)`", row[-1]):
-      assert configs.get(name).agent == agent.name, f"{name} is not a {agent.name} config"
+    agents = re.findall(r"`(\w+)`", row[0])
+    listed[families.family_of_type(agents[0]).name] = (agents, re.findall(r"`(\w+)`", row[-1]))
+  missing = [f.name for f in families.FAMILIES if f.name not in listed]
+  assert not missing, f"docs/choosing-an-agent.md has no row for the families {missing}"
+  named: dict[str, list[str]] = {}
+  for name in configs.names():
+    named.setdefault(configs.get(name).agent, []).append(name)
+  for family in families.FAMILIES:
+    agents, names = listed[family.name]
+    offered = [t.name for t in family.api_types]
+    assert sorted(agents) == sorted(offered), (
+        f"docs/choosing-an-agent.md: the {family.name} row names the agents {agents}, the "
+        f"family offers {offered}")
+    has = named.get(family.name, [])
+    assert sorted(names) == sorted(has), (
+        f"docs/choosing-an-agent.md: the {family.name} row lacks the named configs "
+        f"{[n for n in has if n not in names]} and lists {[n for n in names if n not in has]}, "
+        "which are not its family's")
 
 
 def test_what_examples_write_is_ignored():

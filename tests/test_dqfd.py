@@ -29,7 +29,7 @@ from batchrl.agents.dqfd.model import (
 )
 from batchrl.agents.family import BuildContext
 from batchrl.configclass import ConfigError
-from batchrl.configs import naf_dqfd
+from batchrl.configs import dqfd as dqfd_configs
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
@@ -106,7 +106,7 @@ def test_example_agent_spec_builds():
 
 
 def test_named_config_builds():
-  exp = naf_dqfd.dqfd_cartpole()
+  exp = dqfd_configs.dqfd_cartpole()
   assert exp.agent == "dqfd" and exp.config == cartpole_dqfd()
   assert exp.config.demonstrations == "cartpole_controller" and exp.config.pretrain_steps > 0
 

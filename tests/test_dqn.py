@@ -17,7 +17,7 @@ from batchrl import checkpoint, configs
 from batchrl.agents import spaces
 from batchrl.agents.core import Transition
 from batchrl.agents.dqn import DQNConfig
-from batchrl.agents.dqn import presets as dqn_presets
+from batchrl.agents.dqn import recipes as dqn_recipes
 from batchrl.agents.dqn.family import FAMILY
 from batchrl.agents.dqn.model import make_dqn
 from batchrl.agents.family import BuildContext
@@ -27,7 +27,7 @@ from batchrl.agents.replay.q_learning import import_observations
 from batchrl.agents.replay.q_networks import Component, QNetworks
 from batchrl.agents.replay.updates import Static, memory_of
 from batchrl.configclass import ConfigError
-from batchrl.configs import value_based
+from batchrl.configs import dqn as dqn_configs
 from batchrl.memories import Sample, TransitionItem
 from batchrl.specs import EnvSpec
 from conftest import assert_resumes_exactly, example_agent_spec, fused_kit, learning_curve, leaves
@@ -494,15 +494,16 @@ def cartpole_progress(config: DQNConfig, seeds: int, evals: int, iterations: int
 
 
 def named(name: str):
-  """A named value-based experiment."""
-  return value_based.NAMED[name][0]()
+  """A named config of the DQN family."""
+  return dqn_configs.NAMED[name][0]()
 
 
 def test_named_configs_build():
-  for name in value_based.NAMED:
+  for name in dqn_configs.NAMED:
     exp = named(name)
     assert exp.agent == "dqn" and isinstance(exp.config, DQNConfig)
-    assert exp.run.steps <= (50_000 if exp.run.backend == "gymnasium" else 100_000)
+    if not exp.run.atari:  # dqn_atari: 10M steps, sized for a GPU machine
+      assert exp.run.steps <= (50_000 if exp.run.backend == "gymnasium" else 100_000)
 
 
 def test_minatar_config_uses_the_json_conv_network():
@@ -511,10 +512,10 @@ def test_minatar_config_uses_the_json_conv_network():
   path = os.path.join(os.path.dirname(__file__), "..", "examples", "configs",
                       "minatar_conv_network.json")
   with open(path) as f:
-    assert json.load(f) == dqn_presets.MINATAR_NETWORK
+    assert json.load(f) == dqn_recipes.MINATAR_NETWORK
   exp = named("dqn_minatar_breakout")
   assert exp.run.env == "Breakout-MinAtar" and json.loads(exp.config.network) == (
-      dqn_presets.MINATAR_NETWORK)
+      dqn_recipes.MINATAR_NETWORK)
   obs = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
   shapes = jax.eval_shape(lambda k: make_dqn(exp.config).init(
       k, EnvSpec(obs, gym.spaces.Discrete(3), 8)), jax.random.key(0))

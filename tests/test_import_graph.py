@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 import batchrl
+from batchrl.agents import catalog
 
 ROOT = Path(batchrl.__file__).parent
 
@@ -25,7 +26,7 @@ ROOT = Path(batchrl.__file__).parent
 # batchrl/agents is one agent's, and imports nothing of another agent's.
 SHARED_FOLDERS = frozenset({"replay", "actor_critic", "policy_gradient"})
 # The lists of agent families (the catalog of their JAX-free entries, and the families with
-# their models): importing every agent folder is their job.
+# their models, both from ``catalog.FOLDERS``): importing every agent folder is their job.
 REGISTRIES = frozenset({"batchrl.agents.families", "batchrl.agents.catalog"})
 # What the algorithms are below: the object API that wraps them and the environments they
 # are run on.
@@ -146,9 +147,19 @@ def _with_parent_packages(graph: dict[str, set[str]], packages: set[str]) -> dic
 
 
 def _graph() -> dict[str, set[str]]:
-  """Every module of the package -> the modules of the package it imports."""
+  """Every module of the package -> the modules of the package it imports, counting those the
+  registries import by name: each agent folder listed in ``catalog.FOLDERS`` (the catalog its
+  ``__init__``, ``families`` its ``family.py``) and each trainable family's named configs
+  (``batchrl.configs`` its ``batchrl/configs/<name>.py``)."""
   modules = _modules()
-  return {name: _imported(name, path, set(modules)) for name, path in modules.items()}
+  graph = {name: _imported(name, path, set(modules)) for name, path in modules.items()}
+  for folder in catalog.FOLDERS:
+    graph["batchrl.agents.catalog"].add(f"batchrl.agents.{folder}")
+    graph["batchrl.agents.families"].add(f"batchrl.agents.{folder}.family")
+  for family in catalog.trainable():
+    graph["batchrl.configs"].add(f"batchrl.configs.{family}")
+  assert all(target in graph for targets in graph.values() for target in targets)
+  return graph
 
 
 def _run_graph() -> dict[str, set[str]]:

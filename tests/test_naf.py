@@ -22,7 +22,7 @@ from batchrl.agents.naf.keys import naf_config
 from batchrl.agents.naf.model import greedy_actions, import_observations, make_naf
 from batchrl.agents.naf.networks import MIN_DIAGONAL, advantage, lower_triangular, precision
 from batchrl.configclass import ConfigError
-from batchrl.configs import naf_dqfd
+from batchrl.configs import naf as naf_configs
 from batchrl.memories import TransitionItem
 from batchrl.networks.actions import action_map
 from batchrl.specs import EnvSpec
@@ -323,7 +323,7 @@ def test_example_agent_spec_builds():
 
 
 def test_named_config_builds():
-  exp = naf_dqfd.naf_pendulum()
+  exp = naf_configs.naf_pendulum()
   assert exp.agent == "naf" and exp.run.steps == 30_000 and exp.config == pendulum_naf()
 
 

@@ -63,7 +63,7 @@ def test_the_paper_variant_of_sbx_runs_td3_only_with_its_option_in_its_own_folde
   assert cmd[cmd.index("--library") + 1] == "sbx" and "--paper-td3" in cmd
   assert cmd[-1].endswith("sbx-paper-td3-Walker2d-v5-s2")
   assert "--paper-td3" not in parity.peer_command("sbx", "td3", "Walker2d-v5", 2, args)
-  # the peer starts as our preset does: TD3 uniformly for 25k steps, SAC with its policy
+  # the peer starts as our named config does: TD3 uniformly for 25k steps, SAC with its policy
   assert "--uniform-start" in cmd and "--uniform-start" not in parity.peer_command(
       "sbx", "sac", "Walker2d-v5", 2, args)
   rows = parity.summary_rows(args)
@@ -83,7 +83,7 @@ def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apa
   assert "actor_q=min" not in parity.ours_command("td3", "Hopper-v5", 1, args)
   assert parity.ours_dir("td3", "Hopper-v5", 1, args, "batchrl-sbx").endswith(
       "batchrl/sbx-td3-Hopper-v5-s1-td3_mujoco")
-  # the variant is ours: no ratio against our own plain preset, and sbx's ratio is ours/sbx
+  # the variant is ours: no ratio against our own plain config, and sbx's ratio is ours/sbx
   for library, best in [("batchrl", 400.0), ("sbx", 500.0), ("batchrl-sbx", 450.0)]:
     parity.write_result(parity.result_path(library, "td3", "Hopper-v5", 0, args),
                         {"best_return": best, "final_return": best})
@@ -110,9 +110,9 @@ def test_the_best_counts_only_evaluations_after_learning_starts(args):
 
 
 @pytest.mark.parametrize("algo", parity.ALGOS)
-def test_the_peers_values_are_our_mujoco_presets(algo):
+def test_the_peers_values_are_our_mujoco_configs(algo):
   """``sbx_train.py`` trains sbx's SAC/TD3/TQC/CrossQ (or SB3's, sb3-contrib's) with the values of
-  our ``{algo}_mujoco``: a preset changed without its peer, or the reverse, would compare
+  our ``{algo}_mujoco``: a config changed without its peer, or the reverse, would compare
   different settings side by side. Adam's epsilon (1e-8), no gradient clipping and the
   target entropy -|A| are the peers' defaults, so ours must be them too."""
   config = configs.get(f"{algo}_mujoco").config

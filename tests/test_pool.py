@@ -23,7 +23,7 @@ envpool = pytest.importorskip("envpool")
 pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered",
                                         "ignore:.*already returned terminated")
 
-from batchrl import configs, experiment  # noqa: E402  (after the importorskip above)
+from batchrl import configs  # noqa: E402  (after the importorskip above)
 from batchrl.cli import main  # noqa: E402  (after the importorskip above)
 from batchrl.configs import RunConfig  # noqa: E402  (after the importorskip above)
 from batchrl.envs import pool as pool_module  # noqa: E402  (after the importorskip above)
@@ -34,6 +34,7 @@ from batchrl.envs.pool import PoolEnv, make_pool  # noqa: E402  (after the impor
 from batchrl.envs.wrappers import batch_ppo_stack  # noqa: E402  (after the importorskip above)
 from batchrl.errors import UserInputError  # noqa: E402  (after the importorskip above)
 from batchrl.train.build import agent_spaces, check_env  # noqa: E402  (after the importorskip above)
+from batchrl.train.local import LocalTrainer  # noqa: E402  (after the importorskip above)
 
 
 def _scan_steps(env: PoolEnv, actions):
@@ -191,8 +192,8 @@ def test_a_run_on_envpool_trains_evaluates_and_resumes(tmp_path):
   evals = [json.loads(line) for line in lines if line and json.loads(line)["phase"] == "eval"]
   assert [r["step"] for r in evals] == [1600] and -2000 < evals[0]["mean_score"] < 0
   # the checkpoint resumes: the agent goes on from it, on a pool built anew
-  resumed = experiment.Trainer(configs.apply_overrides(configs.get("pendulum"), overrides),
-                               run_dir)
+  resumed = LocalTrainer(configs.apply_overrides(configs.get("pendulum"), overrides),
+                         run_dir)
   assert resumed.restore() and resumed.step == 1600
   saved = jax.device_get(resumed.sim.agent_state)
   assert np.isfinite(resumed.train_phase(1)["mean_score"])

@@ -57,7 +57,7 @@ def test_config_validation(changes, message):
     PPOConfig(**changes)
 
 
-def test_presets_are_valid_configs():
+def test_recipes_are_valid_configs():
   assert cartpole_fused().policy_objective == "clip"
   assert pendulum_fused().rescale_actions
 

@@ -19,7 +19,7 @@ from batchrl.agents.ppo import PPOConfig, cartpole_fused
 from batchrl.agents.ppo import model as ppo_model
 from batchrl.agents.ppo.model import make_ppo
 from batchrl.configclass import ConfigError
-from batchrl.configs.atari import ppo_atari
+from batchrl.configs.ppo import ppo_atari
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
 from batchrl.train import fused

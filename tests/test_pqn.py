@@ -75,7 +75,7 @@ def test_the_network_has_layer_norm_before_each_activation():
 
 
 def test_conv_networks_normalize_over_channels():
-  """The MinAtar preset: conv 16 -> LayerNorm -> relu, flatten, dense 128 -> LayerNorm ->
+  """The MinAtar recipe: conv 16 -> LayerNorm -> relu, flatten, dense 128 -> LayerNorm ->
   relu, Q-values; a conv on a vector state names the config field."""
   exp = configs.get("pqn_minatar_breakout")
   obs = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)

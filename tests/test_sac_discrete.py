@@ -20,7 +20,7 @@ from batchrl.agents.actor_critic.temperature import target_entropy as sac_target
 from batchrl.agents.sac import SACConfig
 from batchrl.agents.sac.losses import sac_actor_loss, sac_next_value
 from batchrl.agents.sac.model import make_sac
-from batchrl.agents.sac.presets import cartpole_sac
+from batchrl.agents.sac.recipes import cartpole_sac
 from batchrl.agents.spaces import space_info
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec

@@ -25,10 +25,10 @@ def test_changing_the_budget_refits_total_updates_to_the_run(items):
   assert exp.config.total_updates == _updates(exp)
 
 
-def test_an_explicit_total_updates_wins_and_an_unchanged_budget_keeps_the_preset():
-  preset = configs.get("pendulum")
-  assert configs.apply_overrides(preset, ["seed=3"]).config == preset.config
-  exp = configs.apply_overrides(preset, ["steps=20000", "total_updates=7"])
+def test_an_explicit_total_updates_wins_and_an_unchanged_budget_keeps_the_config():
+  named = configs.get("pendulum")
+  assert configs.apply_overrides(named, ["seed=3"]).config == named.config
+  exp = configs.apply_overrides(named, ["steps=20000", "total_updates=7"])
   assert exp.config.total_updates == 7
 
 

@@ -1,70 +1,29 @@
-"""The one list of agent families, read by ``Agent.create``, ``batchrl train``, ``batchrl run``
-and Ray. Adding an agent is its folder under ``batchrl/agents/`` (an ``ENTRY`` in its
-``__init__.py``, a ``FAMILY`` in its ``family.py``, see ``batchrl.agents.family``) plus one
-line here and one in ``batchrl.agents.catalog``, the same list free of JAX (checked below);
-``docs/adding-an-agent.md`` walks through it.
+"""The agent families with what builds and runs each: ``FAMILIES``, read by ``Agent.create``,
+``batchrl train``, ``batchrl run`` and Ray. It is derived from the one list of families,
+``batchrl.agents.catalog.FOLDERS``: each folder's ``FAMILY`` (its ``family.py``, see
+``batchrl.agents.family``), in that order.
 """
 from __future__ import annotations
 
+import importlib
+
 from batchrl.agents import catalog
-from batchrl.agents.a2c.family import FAMILY as A2C
-from batchrl.agents.crossq.family import FAMILY as CROSSQ
-from batchrl.agents.ddpg.family import FAMILY as DDPG
-from batchrl.agents.dqfd.family import FAMILY as DQFD
-from batchrl.agents.dqn.family import FAMILY as DQN
 from batchrl.agents.family import AgentFamily, AgentType, FamilyEntry
-from batchrl.agents.naf.family import FAMILY as NAF
-from batchrl.agents.ppo.family import FAMILY as PPO
-from batchrl.agents.pqn.family import FAMILY as PQN
-from batchrl.agents.sac.family import FAMILY as SAC
-from batchrl.agents.simple.family import FAMILY as SIMPLE
-from batchrl.agents.td3.family import FAMILY as TD3
-from batchrl.agents.tqc.family import FAMILY as TQC
-from batchrl.agents.trpo.family import FAMILY as TRPO
-from batchrl.agents.vpg.family import FAMILY as VPG
 from batchrl.configclass import ConfigError
 from batchrl.errors import did_you_mean
 
-FAMILIES: tuple[AgentFamily, ...] = (
-    PPO,
-    VPG,
-    TRPO,
-    A2C,
-    DQN,
-    PQN,
-    NAF,
-    DQFD,
-    DDPG,
-    TD3,
-    SAC,
-    TQC,
-    CROSSQ,
-    SIMPLE,
-)
+
+def folder_family(entry: FamilyEntry) -> AgentFamily:
+  """The ``FAMILY`` of the agent folder of ``entry`` (``batchrl/agents/<name>/family.py``),
+  checked to be built from that folder's ``ENTRY``."""
+  found = getattr(importlib.import_module(f"batchrl.agents.{entry.name}.family"), "FAMILY", None)
+  if not isinstance(found, AgentFamily) or found.entry is not entry:
+    raise TypeError(f"batchrl/agents/{entry.name}/family.py must define FAMILY, the "
+                    f"AgentFamily built from batchrl.agents.{entry.name}.ENTRY, got {found!r}")
+  return found
 
 
-def catalog_mismatch(families: tuple[AgentFamily, ...],
-                     entries: tuple[FamilyEntry, ...]) -> str | None:
-  """What differs between ``families`` and the catalog's ``entries`` (each family's entry
-  must be the catalog's, in the same order), or None when they agree."""
-  built = [f.entry.name for f in families]
-  listed = [e.name for e in entries]
-  missing = [name for name in built if name not in listed]
-  if missing:
-    return f"batchrl.agents.catalog.ENTRIES lacks {', '.join(missing)}: add its ENTRY there"
-  missing = [name for name in listed if name not in built]
-  if missing:
-    return f"batchrl.agents.families.FAMILIES lacks {', '.join(missing)}: add its FAMILY there"
-  if built != listed:
-    return f"FAMILIES lists {built} and ENTRIES {listed}: give them one order"
-  stale = [f.name for f, e in zip(families, entries) if f.entry is not e]
-  if stale:
-    return f"the FAMILY of {', '.join(stale)} is not built from its folder's ENTRY"
-  return None
-
-
-_MISMATCH = catalog_mismatch(FAMILIES, catalog.ENTRIES)
-assert _MISMATCH is None, _MISMATCH
+FAMILIES: tuple[AgentFamily, ...] = tuple(folder_family(e) for e in catalog.ENTRIES)
 _BY_NAME = {f.name: f for f in FAMILIES}
 _API_TYPES = {t.name: (t, f) for f in FAMILIES for t in f.api_types}
 

@@ -14,9 +14,10 @@ It comes in two parts, so that what reads configs never needs JAX:
   the family's config. ``host_methods`` are the ``Agent`` methods that change the model state
   on the host (DQFD's ``import_demonstrations``...).
 
-The lists of families are ``batchrl.agents.catalog.ENTRIES`` and
-``batchrl.agents.families.FAMILIES``. This module holds what every family's ``keys.py`` uses to
-read TensorForce keys, so that it sits below all of them; it imports no JAX.
+The one list of families is ``batchrl.agents.catalog.FOLDERS``; ``catalog.ENTRIES`` and
+``batchrl.agents.families.FAMILIES`` are its folders' entries and families. This module holds
+what every family's ``keys.py`` uses to read TensorForce keys, so that it sits below all of
+them; it imports no JAX.
 """
 from __future__ import annotations
 

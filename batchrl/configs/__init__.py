@@ -1,32 +1,49 @@
 """Named experiment configs: ``batchrl train --config NAME`` (list them with ``batchrl configs``).
 
 An experiment (``batchrl.configs.run``) is a ``RunConfig`` (environment, budget, cadence) plus
-the config of its agent's family (``Experiment.agent``: ``ppo`` -> ``PPOConfig``...; the
-families are listed in ``batchrl.agents.catalog``). Each module here holds one family's
-named experiments (``NAMED``); this package gathers them in one registry.
+the config of its agent's family (``Experiment.agent``: ``ppo`` -> ``PPOConfig``...). The
+families are the one list ``batchrl.agents.catalog.FOLDERS``; each trainable family's named
+experiments are ``NAMED = {name: (factory, description)}`` in the module of its name here
+(``batchrl/configs/ppo.py``...), and ``REGISTRY`` gathers them in the families' order. The
+other modules (``run``, ``atari``, ``actor_critic``) hold what several families' configs share.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
 import yaml
 
+from batchrl.agents import catalog
 from batchrl.configclass import ConfigError, Registry
-from batchrl.configs import a2c, actor_critic, atari, naf_dqfd, pg, ppo, pqn, value_based
 from batchrl.configs.run import BACKENDS, Experiment, RunConfig, apply_overrides, fit_schedules
 from batchrl.errors import UserInputError
 
 __all__ = ["ANY_ENV", "BACKENDS", "Experiment", "REGISTRY", "RunConfig", "apply_overrides",
-           "fit_schedules", "get", "load", "names", "own_env"]
+           "family_configs", "fit_schedules", "get", "load", "names", "own_env"]
 
 # configs meant for any env of a kind: their runs are always named for their env
 ANY_ENV = ("ppo_discrete", "sac_continuous")
 
+
+
+def family_configs(family: str) -> dict:
+  """``NAMED`` of the trainable family ``family``: its module here,
+  ``batchrl/configs/<family>.py``."""
+  module = importlib.import_module(f"batchrl.configs.{family}")
+  named = getattr(module, "NAMED", None)
+  if not isinstance(named, dict) or not named:
+    raise TypeError(f"batchrl/configs/{family}.py must define NAMED, the named configs of the "
+                    f"{family} family as {{name: (factory, description)}}")
+  return named
+
+
 REGISTRY = Registry("config", listed_by="batchrl configs")
-for _module in (ppo, pg, a2c, value_based, pqn, naf_dqfd, actor_critic, atari):
-  for _name, (_factory, _description) in _module.NAMED.items():
-    REGISTRY.register(_name, _factory, _description)
+for _entry in catalog.ENTRIES:
+  if _entry.config_class is not None:
+    for _name, (_factory, _description) in family_configs(_entry.name).items():
+      REGISTRY.register(_name, _factory, _description)
 
 
 def get(name: str) -> Experiment:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchrl.agents.a2c import presets
+from batchrl.agents.a2c import recipes
 from batchrl.configs.run import Experiment, RunConfig
 
 
@@ -38,7 +38,7 @@ def a2c_cartpole():
   return Experiment("a2c_cartpole", _run("CartPole-v1", "gymnasium", 8, 200_000,
                                          max_length=500, normalize_ranges=False,
                                          xla_threads=1),
-                    presets.cartpole(), agent="a2c")
+                    recipes.cartpole(), agent="a2c")
 
 
 def a2c_cartpole_fused():
@@ -49,7 +49,7 @@ def a2c_cartpole_fused():
   on, 11 s wall.
   """
   return Experiment("a2c_cartpole_fused", _run("CartPole-v1", "gymnax", 8, 200_000),
-                    presets.cartpole(), agent="a2c")
+                    recipes.cartpole(), agent="a2c")
 
 
 def ac_cartpole():
@@ -66,7 +66,7 @@ def ac_cartpole():
   return Experiment("ac_cartpole", _run("CartPole-v1", "gymnasium", 8, 200_000,
                                         max_length=500, normalize_ranges=False,
                                         xla_threads=1),
-                    dataclasses.replace(presets.cartpole(), advantage=False,
+                    dataclasses.replace(recipes.cartpole(), advantage=False,
                                         normalize_rewards=True), agent="a2c")
 
 

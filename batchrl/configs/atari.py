@@ -1,4 +1,5 @@
-"""Atari named experiments (``batchrl[atari]``): ``ppo_atari`` and ``dqn_atari``.
+"""The Atari named configs (``batchrl[atari]``): ``ppo_atari`` (``batchrl.configs.ppo``) and
+``dqn_atari`` (``batchrl.configs.dqn``), with the environment side they share (``atari_run``).
 
 Breakout by default, any ALE game with ``--set env=PongNoFrameskip-v4`` (or ``ALE/Pong-v5``:
 sticky actions, the harder protocol). Both use the same environment side:
@@ -113,9 +114,7 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.ppo import PPOConfig
-from batchrl.agents.replay.q_config import DQNConfig
-from batchrl.configs.run import Experiment, RunConfig
+from batchrl.configs.run import RunConfig
 
 # conv 32x8x8/4, conv 64x4x4/2, conv 64x3x3/1, dense 512, 'valid' padding: 84x84 -> 20x20
 # -> 9x9 -> 7x7x64 = 3136 features (Mnih et al. 2015; SB3's and CleanRL's NatureCNN)
@@ -139,43 +138,13 @@ ATARI_PREPROCESSING = [
 ]
 
 DEFAULT_GAME = "BreakoutNoFrameskip-v4"
-PPO_ROLLOUT, PPO_ENVS, PPO_STEPS = 128, 8, 10_000_000
 
 
-def _run(steps: int, report_every: int, **values) -> RunConfig:
+def atari_run(steps: int, report_every: int, **values) -> RunConfig:
+  """Host Atari envs (``DEFAULT_GAME``) behind the standard wrappers and the seed's
+  preprocessing, 8 envs in 2 workers, evaluations every 1M steps (module docstring)."""
   return RunConfig(
       env=DEFAULT_GAME, backend="gymnasium", atari=True,
       preprocessing=json.dumps(ATARI_PREPROCESSING), num_envs=8, num_workers=2,
       max_length=None, normalize_ranges=False, steps=steps, report_every=report_every,
       eval_every=1_000_000, eval_steps=10_000, checkpoint_every=1_000_000, **values)
-
-
-def ppo_atari() -> Experiment:
-  """PPO on Breakout with the rl-zoo / CleanRL Atari values (module docstring)."""
-  per_update = PPO_ROLLOUT * PPO_ENVS
-  return Experiment("ppo_atari", _run(PPO_STEPS, 100 * per_update), PPOConfig(
-      network=json.dumps(NATURE_CNN), share_torso=True, rollout_length=PPO_ROLLOUT,
-      update_epochs=4,
-      batch_size=per_update // 4, learning_rate=2.5e-4, adam_epsilon=1e-5, max_grad_norm=0.5,
-      total_updates=-(-PPO_STEPS // per_update), value_coef=0.5, entropy_coef=0.01,
-      discount=0.99, gae_lambda=0.95, value_target="lambda_return", policy_objective="clip",
-      clip_range=0.1, clip_value=True, normalize_advantages=True, init_output_factor=0.01,
-      normalize_observations=False, normalize_rewards=False, update_loop="auto"))
-
-
-def dqn_atari() -> Experiment:
-  """DQN on Breakout with the Nature / SB3 values scaled to 8 envs (module docstring)."""
-  return Experiment("dqn_atari", _run(10_000_000, 100_000), DQNConfig(
-      network=json.dumps(NATURE_CNN), memory_capacity=50_000, batch_size=32,
-      first_update=100_000, update_frequency=1, repeat_update=2, target_update_frequency=1_000,
-      learning_rate=1e-4, clip_loss=1.0, max_grad_norm=10.0, discount=0.99,
-      exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
-                              "final_epsilon": 0.01, "timesteps": 1_000_000})), agent="dqn")
-
-
-NAMED = {
-    "ppo_atari": (ppo_atari, "Atari (Breakout; --set env=PongNoFrameskip-v4), PPO with the "
-                  "rl-zoo/CleanRL values and the Nature CNN (10M steps; batchrl[atari])"),
-    "dqn_atari": (dqn_atari, "Atari (Breakout; --set env=...), DQN with the Nature/SB3 values "
-                  "scaled to 8 envs (10M steps; batchrl[atari])"),
-}

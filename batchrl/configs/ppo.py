@@ -4,13 +4,17 @@ Host configs keep the original Batch PPO values (``reference/batch-ppo.md``) whe
 still make sense; ``update_every`` (episodes) became ``rollout_length`` (steps per env, one
 episode's worth), and the original's ``batch_size`` in episodes became transitions.
 ``pendulum`` uses values measured to learn within minutes on 2 cores instead of the
-original's 1e6-step setting (kept as ``pendulum_original``).
+original's 1e6-step setting (kept as ``pendulum_original``). ``ppo_atari``'s values and
+figures are in ``batchrl.configs.atari``, with the environment side it shares with
+``dqn_atari``.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from batchrl.agents.ppo import PPOConfig, cartpole_fused, pendulum_fused
+from batchrl.configs.atari import NATURE_CNN, atari_run
 from batchrl.configs.run import Experiment, RunConfig
 
 # The original's defaults, as a base for the host (Gymnasium) configs.
@@ -111,6 +115,22 @@ def ppo_discrete() -> Experiment:
           cartpole_fused(), rollout_length=128, batch_size=128, learning_rate=2.5e-4))
 
 
+PPO_ROLLOUT, PPO_ENVS, PPO_STEPS = 128, 8, 10_000_000  # ppo_atari
+
+
+def ppo_atari() -> Experiment:
+  """PPO on Breakout with the rl-zoo / CleanRL Atari values (``batchrl.configs.atari``)."""
+  per_update = PPO_ROLLOUT * PPO_ENVS
+  return Experiment("ppo_atari", atari_run(PPO_STEPS, 100 * per_update), PPOConfig(
+      network=json.dumps(NATURE_CNN), share_torso=True, rollout_length=PPO_ROLLOUT,
+      update_epochs=4,
+      batch_size=per_update // 4, learning_rate=2.5e-4, adam_epsilon=1e-5, max_grad_norm=0.5,
+      total_updates=-(-PPO_STEPS // per_update), value_coef=0.5, entropy_coef=0.01,
+      discount=0.99, gae_lambda=0.95, value_target="lambda_return", policy_objective="clip",
+      clip_range=0.1, clip_value=True, normalize_advantages=True, init_output_factor=0.01,
+      normalize_observations=False, normalize_rewards=False, update_loop="auto"))
+
+
 def _mujoco_factory(name: str, env: str, steps: int, ppo: dict):
   return lambda: _mujoco(name, env, steps, **dict(ppo))
 
@@ -142,4 +162,6 @@ NAMED = {
     **{name: (_mujoco_factory(name, env, steps, ppo),
               f"{env} (MuJoCo), original Batch PPO values")
        for name, (env, steps, ppo) in _MUJOCO.items()},
+    "ppo_atari": (ppo_atari, "Atari (Breakout; --set env=PongNoFrameskip-v4), PPO with the "
+                  "rl-zoo/CleanRL values and the Nature CNN (10M steps; batchrl[atari])"),
 }

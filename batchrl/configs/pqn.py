@@ -1,5 +1,5 @@
 """PQN's named experiments (``batchrl train``); the config class is
-``batchrl.agents.pqn.config.PQNConfig``, the values ``batchrl.agents.pqn.presets``.
+``batchrl.agents.pqn.config.PQNConfig``, the values ``batchrl.agents.pqn.recipes``.
 
 ==========================  =========  =====================================================
 name                        backend    what
@@ -100,7 +100,7 @@ from __future__ import annotations
 
 import json
 
-from batchrl.agents.pqn import presets
+from batchrl.agents.pqn import recipes
 from batchrl.configs.atari import ATARI_PREPROCESSING, DEFAULT_GAME, NATURE_CNN
 from batchrl.configs.run import Experiment, RunConfig
 
@@ -121,7 +121,7 @@ def pqn_cartpole_fused() -> Experiment:
       env="CartPole-v1", backend="gymnax", num_envs=CARTPOLE_ENVS, num_workers=0,
       steps=CARTPOLE_STEPS, report_every=every, eval_every=every,
       checkpoint_every=CARTPOLE_STEPS),
-      presets.cartpole(hidden_layers=(64, 64), learning_rate=3e-3))
+      recipes.cartpole(hidden_layers=(64, 64), learning_rate=3e-3))
 
 
 def pqn_minatar_breakout() -> Experiment:
@@ -130,7 +130,7 @@ def pqn_minatar_breakout() -> Experiment:
   return _experiment("pqn_minatar_breakout", RunConfig(
       env="Breakout-MinAtar", backend="gymnax", num_envs=MINATAR_ENVS, num_workers=0,
       steps=MINATAR_STEPS, report_every=every, eval_every=every,
-      checkpoint_every=MINATAR_STEPS), presets.minatar(num_minibatches=16))
+      checkpoint_every=MINATAR_STEPS), recipes.minatar(num_minibatches=16))
 
 
 def pqn_atari() -> Experiment:
@@ -140,7 +140,7 @@ def pqn_atari() -> Experiment:
       preprocessing=json.dumps(ATARI_PREPROCESSING), num_envs=ATARI_ENVS, num_workers=0,
       max_length=None, normalize_ranges=False, steps=ATARI_STEPS, report_every=500_000,
       eval_every=5_000_000, eval_steps=10_000, checkpoint_every=5_000_000),
-      presets.atari(NATURE_CNN))
+      recipes.atari(NATURE_CNN))
 
 
 NAMED = {

@@ -184,6 +184,18 @@ class Experiment:
                from_dict(config_class, values[agent]), agent)
 
 
+def periodic_run(env: str, backend: str, num_envs: int, steps: int, **run) -> RunConfig:
+  """A run of ``steps`` that reports and evaluates every tenth of them and checkpoints at
+  half, its gymnax envs stepped in this process; ``run`` sets any other field or replaces
+  these (the VPG and TRPO configs' runs)."""
+  every = max(steps // 10, 1)
+  defaults = dict(report_every=every, eval_every=every, checkpoint_every=steps // 2)
+  if backend == "gymnax":
+    defaults["num_workers"] = 0
+  return RunConfig(env=env, backend=backend, num_envs=num_envs, steps=steps,
+                   **{**defaults, **run})
+
+
 def apply_overrides(exp: Experiment, items: Iterable[str]) -> Experiment:
   """``--set key=value`` for fields of ``run`` or the agent's config.
 

@@ -7,7 +7,7 @@ Runs in the peers' venv; prints one JSON line (see ``benchmarks/peers/run.py``):
         --env Hopper-v5 --steps 100000 --eval-every 10000 --save-dir /tmp/sbx-hopper
 
 The values are the ones batchrl's ``sac_mujoco`` / ``td3_mujoco`` / ``tqc_mujoco`` /
-``crossq_mujoco`` train with (its presets ``mujoco_sac``, ``mujoco_td3``, ``mujoco_tqc`` and
+``crossq_mujoco`` train with (its recipes ``mujoco_sac``, ``mujoco_td3``, ``mujoco_tqc`` and
 ``mujoco_crossq``, the values the published
 implementations share), so a side-by-side run differs in the implementation only: 2x256
 ReLU MLPs, Adam 3e-4, batch 256, gamma 0.99, tau 0.005, a 1M memory, one gradient step per

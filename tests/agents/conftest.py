@@ -1,12 +1,11 @@
 """The table the agent contract (``test_contract.py``) runs over: one row per name that
 ``Agent.create(agent=...)`` accepts (and a row per ``variant`` of a name that learns
-different action spaces differently: SAC's discrete one), one fused named config per
-trainable family.
+different action spaces differently: SAC's discrete one).
 
-Adding an agent to ``batchrl.agents.families`` means adding its row here (a test checks the
-table covers exactly ``families.api_names()``): an environment, keys small enough that an
-update runs within ``STEPS`` steps, a misspelt key with the key it should suggest, and
-out-of-range values the agent must refuse.
+A row is how the contract drives that agent, which nothing in the family says: an
+environment, keys small enough that an update runs within ``STEPS`` steps, a misspelt key
+with the key it should suggest, and out-of-range values the agent must refuse. A name without
+a row fails ``test_the_table_covers_every_agent_type``, which names it.
 """
 from __future__ import annotations
 
@@ -89,26 +88,6 @@ AGENTS: dict[str, AgentCase] = {case.id: case for case in (
     AgentCase("constant", CARTPOLE, dict(action_values=1), ("action_value", "action_values"),
               (("action_values", 5),), learns=False),
 )}
-
-# For each trainable family with a fused (gymnax) named config: one of them (a test checks
-# this covers every such family and names a gymnax config of it; test_named_configs trains
-# every named config one iteration).
-FUSED_CONFIGS = {
-    "ppo": "cartpole_fused",
-    "vpg": "vpg_cartpole_fused",
-    "trpo": "trpo_cartpole_fused",
-    "a2c": "a2c_cartpole_fused",
-    "dqn": "dqn_cartpole_fused",
-    "pqn": "pqn_cartpole_fused",
-    "naf": "naf_pendulum",
-    "dqfd": "dqfd_cartpole",
-    "ddpg": "ddpg_pendulum_fused",
-    "td3": "td3_pendulum_fused",
-    "sac": "sac_pendulum_fused",
-    "tqc": "tqc_pendulum_fused",
-    "crossq": "crossq_pendulum_fused",
-}
-
 
 def probe_states(case: AgentCase) -> np.ndarray:
   """Fixed states ``[8, ...]`` inside the environment's observation space."""

@@ -1,11 +1,15 @@
-"""What every agent must do, over the one family list (``batchrl.agents.families``): be
-created from a spec dict or an environment id, act and observe across an update (``observe``
-says when one ran), come back from ``save`` / ``Agent.load`` acting and going on exactly as
-before, refuse a misspelt key naming the closest valid one, refuse out-of-range values naming
-the key and the value, and, for each trainable family, have a fused named config (which
-``tests/test_named_configs.py`` trains one iteration, as it does every named config). The rows
-are in ``conftest.py``; one agent per row is shared by its tests."""
+"""What every agent must do, over the one family list (``batchrl.agents.catalog.FOLDERS``):
+be created from a spec dict or an environment id, act and observe across an update
+(``observe`` says when one ran), come back from ``save`` / ``Agent.load`` acting and going on
+exactly as before, refuse a misspelt key naming the closest valid one, refuse out-of-range
+values naming the key and the value, and, for each trainable family, have named configs in its
+module of ``batchrl/configs``, one of them fused (``tests/test_named_configs.py`` trains every
+named config one iteration). The rows are in ``conftest.py``; one agent per row is shared by
+its tests."""
+import dataclasses
+import importlib
 import json
+import pkgutil
 import re
 
 import numpy as np
@@ -20,7 +24,6 @@ from batchrl.errors import UserInputError
 
 from .conftest import (
   AGENTS,
-  FUSED_CONFIGS,
   NETWORK,
   STEPS,
   probe_states,
@@ -35,38 +38,59 @@ def _jsonable(value):
 
 def test_the_table_covers_every_agent_type():
   names = {case.name for case in AGENTS.values()}
+  missing = [name for name in families.api_names() if name not in names]
+  assert not missing, f"tests/agents/conftest.py has no row for {', '.join(missing)}"
   assert sorted(names) == families.api_names()
   assert {families.family_of_type(name).name for name in names} == {
       f.name for f in families.FAMILIES}
 
 
-def test_the_catalog_and_the_families_list_the_same_entries():
-  """``batchrl.agents.catalog`` (the entries, free of JAX, that configs read) and
-  ``FAMILIES`` list the same families, each built from its folder's entry; a family left out
-  of either list is named, and so is an agent name its entry does not list."""
-  assert families.catalog_mismatch(families.FAMILIES, catalog.ENTRIES) is None
+def test_the_families_and_their_named_configs_come_from_the_one_list():
+  """``catalog.FOLDERS`` is the one list of families: the catalog's entries are its folders'
+  ``ENTRY``, ``FAMILIES`` their ``FAMILY``, and the named configs each trainable family's
+  module of ``batchrl/configs``, all in its order."""
+  assert [e.name for e in catalog.ENTRIES] == list(catalog.FOLDERS)
   assert [f.entry for f in families.FAMILIES] == list(catalog.ENTRIES)
-  no_td3 = tuple(e for e in catalog.ENTRIES if e.name != "td3")
-  assert "ENTRIES lacks td3: add its ENTRY" in families.catalog_mismatch(families.FAMILIES,
-                                                                         no_td3)
-  no_td3 = tuple(f for f in families.FAMILIES if f.name != "td3")
-  assert "FAMILIES lacks td3: add its FAMILY" in families.catalog_mismatch(no_td3,
-                                                                           catalog.ENTRIES)
+  by_family: dict[str, list[str]] = {}
+  for name in configs.names():
+    by_family.setdefault(configs.get(name).agent, []).append(name)
+  assert list(by_family) == [name for name in catalog.FOLDERS if name in catalog.trainable()]
+  for family, names in by_family.items():
+    assert names == list(configs.family_configs(family)), f"batchrl/configs/{family}.py"
+
+
+def test_a_module_of_named_configs_is_named_for_its_family():
+  """Named configs in a module that is no family's would never be registered."""
+  for found in pkgutil.iter_modules(configs.__path__):
+    if hasattr(importlib.import_module(f"batchrl.configs.{found.name}"), "NAMED"):
+      assert found.name in catalog.trainable(), (
+          f"batchrl/configs/{found.name}.py holds NAMED, but no family is called "
+          f"{found.name!r}: move each named config to its family's module")
+
+
+def test_a_folder_or_module_that_is_not_what_the_list_says_is_named():
+  with pytest.raises(TypeError, match=r"batchrl/agents/replay/__init__.py must define ENTRY"):
+    catalog.folder_entry("replay")  # a shared home, not an agent
+  stale = dataclasses.replace(catalog.folder_entry("td3"))
+  with pytest.raises(TypeError, match=r"batchrl/agents/td3/family.py must define FAMILY, the "
+                     r"AgentFamily built from batchrl.agents.td3.ENTRY"):
+    families.folder_family(stale)
+  with pytest.raises(TypeError, match=r"batchrl/configs/actor_critic.py must define NAMED"):
+    configs.family_configs("actor_critic")
   dqn = families.family("dqn")
   with pytest.raises(ValueError, match=r"builds the agents \['dqn'\]; its entry lists "
                      r"\['dqn', 'ddqn', 'dqn_nstep'\]"):
     AgentFamily(dqn.entry, api_types=dqn.api_types[:1], make=dqn.make)
 
 
-def test_the_fused_configs_cover_every_family_with_a_gymnax_named_config():
-  gymnax = {}
-  for name in configs.names():
-    exp = configs.get(name)
-    if exp.run.backend == "gymnax":
-      gymnax.setdefault(exp.agent, set()).add(name)
-  assert set(FUSED_CONFIGS) == set(gymnax)
-  for family, name in FUSED_CONFIGS.items():
-    assert name in gymnax[family], (family, name)
+def test_every_trainable_family_has_a_fused_named_config():
+  """One compiled program per family at least (``tests/test_named_configs.py`` trains every
+  named config one iteration)."""
+  fused = {configs.get(name).agent for name in configs.names()
+           if configs.get(name).run.backend == "gymnax"}
+  missing = [name for name in families.trainable() if name not in fused]
+  assert not missing, (f"no fused (gymnax) named config for {', '.join(missing)}: add one to "
+                       "batchrl/configs/<family>.py")
 
 
 # ---------------------------------------------------------------------- creating

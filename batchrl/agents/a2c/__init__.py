@@ -3,9 +3,9 @@ policy-gradient rollout, networks and critic (``batchrl.agents.policy_gradient``
 ``a2c`` with the policy gradient weighted by the critic's return estimate instead of the
 advantage (``A2CConfig.advantage``), as in TensorForce 0.6 (see ``keys.py``). The model is
 ``model.py``, the family ``family.py``; this module is the family's entry, free of JAX: its
-config and measured presets."""
+config and recipes (``recipes.py``)."""
 from batchrl.agents.a2c.config import A2CConfig
-from batchrl.agents.a2c.presets import cartpole
+from batchrl.agents.a2c.recipes import cartpole
 from batchrl.agents.family import FamilyEntry, anneal_over_run
 
 ENTRY = FamilyEntry(

@@ -4,8 +4,10 @@ update schedule, discount): two networks, their learning rates and the soft targ
 Defaults follow the usual continuous-control settings (Fujimoto et al. 2018, Haarnoja et al.
 2018): 2x256 ReLU MLPs, Adam 3e-4 for both networks, batch 256, one gradient step per stored
 transition from step 1000 on, targets moved by tau = 0.005 after each learning step.
-``learning_rate`` is the actor's rate (TensorForce's ``optimizer``), ``critic_learning_rate``
-the critic's (TensorForce's ``critic_optimizer``).
+``learning_rate`` means what it means in every config (``ReplayConfig``): the step size of
+the agent's optimizer, TensorForce's ``optimizer``, which steps the network that acts: here
+the actor. The critics have an optimizer of their own, stepped by ``critic_learning_rate``
+(TensorForce's ``critic_optimizer``), as SAC's temperature has (``alpha_learning_rate``).
 
 Options of the off-policy frontier (issue 51), each off by default (the programs and results
 as without them): SimBa networks (``architecture='simba'``, Lee et al. 2025) with running
@@ -43,7 +45,9 @@ class ActorCriticConfig(ReplayConfig):
                                        "steps move the targets (1: every update).")
   update_target_weight: float = param(0.005, "tau: target <- tau * online + (1 - tau) * "
                                       "target after each learning step of the actor.")
-  learning_rate: float = param(3e-4, "The actor's Adam step size (TensorForce: optimizer).")
+  learning_rate: float = param(3e-4, "Adam step size of the agent's optimizer (TensorForce: "
+                               "optimizer), which steps the actor; the critics have their "
+                               "own (critic_learning_rate).")
   critic_learning_rate: float = param(3e-4, "The critic's Adam step size (TensorForce: "
                                       "critic_optimizer).")
   adam_beta1: float = param(0.9, "Adam's first-moment decay for the actor and the critics "

@@ -21,7 +21,7 @@ from batchrl.configclass import ConfigError
 # MLPs): with 0.89 the target was out of reach (a policy that balances is decided in the
 # states near a fall) and alpha grew without end, to 1500; with 0.72 alpha held near 1.3;
 # with 0.5 and 0.3 it settled lower and the greedy policy stayed near 200-350. With 0.7 the
-# CartPole named configs reach 500 (batchrl.configs.actor_critic).
+# CartPole named configs reach 500 (batchrl.configs.sac).
 DISCRETE_TARGET_ENTROPY_SCALE = 0.7
 
 

@@ -1,8 +1,8 @@
 """CrossQ for bounded continuous actions as a pure ``Model`` (``model.py``; its family,
 ``family.py``); the shared parts are in ``batchrl.agents.actor_critic``. This module is the
-family's entry, free of JAX: its config and measured presets."""
+family's entry, free of JAX: its config and recipes (``recipes.py``)."""
 from batchrl.agents.crossq.config import CrossQConfig
-from batchrl.agents.crossq.presets import mujoco_crossq, pendulum_crossq
+from batchrl.agents.crossq.recipes import mujoco_crossq, pendulum_crossq
 from batchrl.agents.family import FamilyEntry
 
 ENTRY = FamilyEntry(

@@ -24,7 +24,8 @@ _NO_TARGETS = ("update_target_weight", "target_update_frequency")  # fields left
 class CrossQConfig(StochasticActorConfig):
   """Hyper-parameters of ``make_crossq``."""
 
-  learning_rate: float = param(1e-3, "The actor's Adam step size.")
+  learning_rate: float = param(1e-3, "Adam step size of the agent's optimizer, which steps "
+                               "the actor (as in every actor-critic config).")
   critic_learning_rate: float = param(1e-3, "The critics' Adam step size.")
   alpha_learning_rate: float = param(1e-3, "Adam step size of log alpha; 0: alpha stays "
                                      "initial_alpha.")

@@ -1,9 +1,9 @@
 """DQFD (deep Q-learning from demonstrations): DQN plus a demonstration memory, pretraining
 and a large-margin supervised loss, as a pure ``Model`` (``model.py``; its family,
 ``family.py``); TensorForce keys in ``batchrl.agents.dqfd.keys``. This module is the family's
-entry, free of JAX: its config and measured presets."""
+entry, free of JAX: its config and recipes (``recipes.py``)."""
 from batchrl.agents.dqfd.config import DQFDConfig
-from batchrl.agents.dqfd.presets import cartpole_dqfd
+from batchrl.agents.dqfd.recipes import cartpole_dqfd
 from batchrl.agents.family import FamilyEntry
 
 ENTRY = FamilyEntry(

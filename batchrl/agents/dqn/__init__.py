@@ -2,8 +2,8 @@
 (``batchrl.memories``; the model is ``model.py``, the family ``family.py``); TensorForce keys in
 ``batchrl.agents.dqn.keys``. The Q-learning itself (config, networks, model functions, losses)
 is in ``batchrl.agents.replay``, shared with DQFD. This module is the family's entry, free of
-JAX: its config and measured presets."""
-from batchrl.agents.dqn.presets import cartpole, minatar
+JAX: its config and recipes (``recipes.py``)."""
+from batchrl.agents.dqn.recipes import cartpole, minatar
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.replay.q_config import DQNConfig
 

@@ -5,7 +5,7 @@ Defaults are the paper's Atari values as its reference code sets them (purejaxql
 ``purejaxql/config/alg/pqn_atari.yaml`` at commit 47af6d7): rollouts of 32 steps per env,
 Q(lambda) with lambda 0.65, discount 0.99, 2 epochs of 32 minibatches, RAdam 2.5e-4 with
 gradients clipped at norm 10, LayerNorm in the network, epsilon 1.0 -> 0.001 over the first
-10% of the updates. The CartPole and MinAtar values are presets (``presets.py``).
+10% of the updates. The CartPole and MinAtar values are recipes (``recipes.py``).
 
 Units: ``rollout_length`` counts ``store`` calls (each stores one step of each of the
 ``num_envs`` environments) and is the model's period; the exploration and learning-rate

@@ -5,4 +5,4 @@ update schedule, the TD loss, the optimizer), the model schedule and memory plum
 (``keys.py``). The Q-learning on discrete actions that DQN and DQFD are both made of lives
 here too: ``DQNConfig`` (``q_config.py``), the Q-networks (``q_networks.py``), the model
 functions (``q_learning.py``), its keys (``q_keys.py``) and measured settings
-(``presets.py``). Not an agent itself."""
+(``recipes.py``). Not an agent itself."""

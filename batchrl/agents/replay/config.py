@@ -20,7 +20,14 @@ MEMORIES = ("replay", "prioritized_replay", "naive_prioritized_replay")
 @configclass
 class ReplayConfig:
   """What every replay agent (DQN, DDQN, DQFD, NAF) shares: the memory, the update schedule,
-  the TD loss and the optimizer. Agent configs add their network and exploration fields."""
+  the TD loss and the optimizer. Agent configs add their network and exploration fields.
+
+  ``learning_rate`` means here what it means in every batchrl config and in TensorForce's
+  keys: the step size of the agent's optimizer, the one TensorForce's ``optimizer`` key sets,
+  which steps the network that acts (with what is learned in the same loss): the Q-network.
+  A network with an optimizer of its own has a rate of its own: the critics of the
+  actor-critic agents (``critic_learning_rate``; their ``learning_rate`` steps the actor),
+  VPG's and TRPO's ``states`` baseline (``baseline_learning_rate``)."""
 
   memory: str = param("replay", "Replay memory: 'replay' (uniform), 'prioritized_replay' (sum "
                       "tree) or 'naive_prioritized_replay' (O(N) draws).")
@@ -48,7 +55,8 @@ class ReplayConfig:
   discount: float = param(0.99, "Reward discount gamma.")
   clip_loss: float = param(0.0, "If > 0, Huber loss with this linear bound (delta); else "
                            "0.5 * squared TD error.")
-  learning_rate: float = param(1e-3, "Adam step size.")
+  learning_rate: float = param(1e-3, "Adam step size of the agent's optimizer (TensorForce: "
+                               "optimizer), which steps the Q-network.")
   adam_epsilon: float = param(1e-8, "Adam epsilon.")
   max_grad_norm: float | None = param(None, "Clip gradients to this global norm (None: off).")
 

@@ -1,10 +1,10 @@
 """SAC (soft actor-critic) for bounded continuous actions or one Discrete action as a pure
 ``Model`` (``model.py``; its family, ``family.py``); the shared parts are in
 ``batchrl.agents.actor_critic``. This module is the family's entry, free of JAX: its config and
-measured presets."""
+recipes (``recipes.py``)."""
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.sac.config import SACConfig
-from batchrl.agents.sac.presets import (
+from batchrl.agents.sac.recipes import (
   cartpole_sac,
   mujoco_droq,
   mujoco_sac,

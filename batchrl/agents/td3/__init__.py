@@ -1,9 +1,9 @@
 """TD3 (twin delayed DDPG) as a pure ``Model`` (``model.py``; its family, ``family.py``); the
 shared parts are in ``batchrl.agents.actor_critic``. This module is the family's entry, free
-of JAX: its config and measured presets."""
+of JAX: its config and recipes (``recipes.py``)."""
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.td3.config import TD3Config
-from batchrl.agents.td3.presets import mujoco_td3, pendulum_td3
+from batchrl.agents.td3.recipes import mujoco_td3, pendulum_td3
 
 ENTRY = FamilyEntry(
     "td3", "Twin delayed DDPG (continuous actions)",

@@ -1,10 +1,10 @@
 """TQC (truncated quantile critics) for bounded continuous actions as a pure ``Model``
 (``model.py``; its family, ``family.py``); the shared parts are in
 ``batchrl.agents.actor_critic``. This module is the family's entry, free of JAX: its config and
-measured presets."""
+recipes (``recipes.py``)."""
 from batchrl.agents.family import FamilyEntry
 from batchrl.agents.tqc.config import TQCConfig
-from batchrl.agents.tqc.presets import mujoco_tqc, mujoco_tqc_simba, pendulum_tqc
+from batchrl.agents.tqc.recipes import mujoco_tqc, mujoco_tqc_simba, pendulum_tqc
 
 ENTRY = FamilyEntry(
     "tqc", "Truncated quantile critics (continuous actions)",

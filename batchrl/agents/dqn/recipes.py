@@ -1,16 +1,16 @@
-"""Measured DQN presets (the named experiments in ``batchrl.configs.value_based`` use them;
-the figures are in that module's docstring)."""
+"""DQN recipes: measured ``DQNConfig`` values that the named configs in ``batchrl.configs.dqn``
+build on (the figures are in that module's docstring)."""
 from __future__ import annotations
 
 import json
 
-from batchrl.agents.replay.presets import cartpole_values
 from batchrl.agents.replay.q_config import DQNConfig
+from batchrl.agents.replay.recipes import cartpole_values
 
 
 def cartpole(**changes) -> DQNConfig:
-  """CartPole-v1: ``batchrl.agents.replay.presets.cartpole_values`` (after the rl-zoo DQN
-  settings; DQFD's preset starts from them too). See ``batchrl.configs.value_based``."""
+  """CartPole-v1: ``batchrl.agents.replay.recipes.cartpole_values`` (after the rl-zoo DQN
+  settings; DQFD's recipe starts from them too). See ``batchrl.configs.dqn``."""
   values = cartpole_values()
   values.update(changes)
   return DQNConfig(**values)

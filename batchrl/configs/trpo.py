@@ -1,4 +1,5 @@
-"""VPG and TRPO named experiments (``batchrl train``).
+"""TRPO named configs (``batchrl train``): its config class is ``batchrl.agents.trpo.TRPOConfig``,
+its recipes ``batchrl.agents.trpo.recipes``.
 
 Measured on a 2-core CPU with the fused driver (gymnax), deterministic evaluation:
 see each factory's docstring.
@@ -8,45 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from batchrl.agents.trpo import TRPOConfig
-from batchrl.agents.trpo import presets as trpo_presets
-from batchrl.agents.vpg import presets as vpg_presets
-from batchrl.configs.run import Experiment, RunConfig
+from batchrl.agents.trpo.recipes import cartpole_fused, pendulum_fused
+from batchrl.configs.run import Experiment, periodic_run
 
 
-def _run(env: str, backend: str, num_envs: int, steps: int, **run):
-  every = max(steps // 10, 1)
-  defaults = dict(report_every=every, eval_every=every, checkpoint_every=steps // 2)
-  if backend == "gymnax":
-    defaults["num_workers"] = 0
-  return RunConfig(env=env, backend=backend, num_envs=num_envs, steps=steps,
-                   **{**defaults, **run})
-
-
-def _experiment(name: str, agent: str, run, config):
-  return Experiment(name, run, config, agent=agent)
-
-
-def vpg_cartpole():
-  """VPG on CartPole-v1, host envs stepped in this process, 'states' MLP baseline.
-
-  Measured (2-core CPU, seed 0): deterministic evaluation 500 from 20k steps on; 87 s wall
-  for the 200k steps including evaluations (with 2 worker processes; CartPole steps in
-  microseconds, so stepping it in this process is 2-3x faster than through workers).
-  """
-  return _experiment("vpg_cartpole", "vpg", _run(
-      "CartPole-v1", "gymnasium", 16, 200_000, max_length=500, normalize_ranges=False,
-      num_workers=0),
-      vpg_presets.cartpole_fused())
-
-
-def vpg_cartpole_fused():
-  """VPG on CartPole-v1 in gymnax: training is one compiled program.
-
-  Measured (2-core CPU, 4 seeds vmapped): deterministic evaluation 500 for 4 of 4 seeds at
-  49k steps and at every evaluation after it up to 491k; 49 s wall for the 4 seeds.
-  """
-  return _experiment("vpg_cartpole_fused", "vpg",
-                     _run("CartPole-v1", "gymnax", 16, 500_000), vpg_presets.cartpole_fused())
+def _experiment(name: str, run, config) -> Experiment:
+  return Experiment(name, run, config, agent="trpo")
 
 
 def trpo_cartpole():
@@ -56,10 +24,10 @@ def trpo_cartpole():
 
   Measured (2-core CPU, seed 0): deterministic evaluation 337 at 10k steps, 500 from 20k on.
   """
-  return _experiment("trpo_cartpole", "trpo", _run(
+  return _experiment("trpo_cartpole", periodic_run(
       "CartPole-v1", "gymnasium", 8, 100_000, max_length=500, normalize_ranges=False,
       num_workers=0),
-      trpo_presets.cartpole_fused())
+      cartpole_fused())
 
 
 def trpo_cartpole_fused():
@@ -68,8 +36,8 @@ def trpo_cartpole_fused():
   Measured (2-core CPU, 4 seeds vmapped): deterministic evaluation 376-462 at 10k steps,
   500 for 4 of 4 seeds from 20k on (every 10k up to 92k); 51 s wall for the 4 seeds.
   """
-  return _experiment("trpo_cartpole_fused", "trpo",
-                     _run("CartPole-v1", "gymnax", 8, 100_000), trpo_presets.cartpole_fused())
+  return _experiment("trpo_cartpole_fused",
+                     periodic_run("CartPole-v1", "gymnax", 8, 100_000), cartpole_fused())
 
 
 def trpo_pendulum():
@@ -78,9 +46,9 @@ def trpo_pendulum():
   Measured (2-core CPU, seed 0): deterministic evaluation -980 at 20k steps, -142 at 61k,
   -123 at 102k, then -126 to -223 up to 205k (-127 at the end); 2 min 45 s wall.
   """
-  return _experiment("trpo_pendulum", "trpo", _run(
+  return _experiment("trpo_pendulum", periodic_run(
       "Pendulum-v1", "gymnasium", 8, 200_000, max_length=200),
-      dataclasses.replace(trpo_presets.pendulum_fused(), rescale_actions=False))
+      dataclasses.replace(pendulum_fused(), rescale_actions=False))
 
 
 def trpo_pendulum_fused():
@@ -90,8 +58,8 @@ def trpo_pendulum_fused():
   seeds by 102k steps (-107, -94, -149, -111); single evaluations later vary by about +-50
   (-126 to -222 at 184k); 68 s wall for the 4 seeds and 184k steps.
   """
-  return _experiment("trpo_pendulum_fused", "trpo",
-                     _run("Pendulum-v1", "gymnax", 8, 200_000), trpo_presets.pendulum_fused())
+  return _experiment("trpo_pendulum_fused",
+                     periodic_run("Pendulum-v1", "gymnax", 8, 200_000), pendulum_fused())
 
 
 def trpo_cheetah():
@@ -108,14 +76,12 @@ def trpo_cheetah():
       discount=0.99, gae_lambda=0.95, value_target="lambda_return", max_kl_divergence=0.02,
       cg_iterations=15, init_std=0.6, normalize_observations=True, scale_rewards=True,
       baseline_learning_rate=1e-3, baseline_steps=10, baseline_minibatches=16)
-  return _experiment("trpo_cheetah", "trpo", _run(
+  return _experiment("trpo_cheetah", periodic_run(
       "HalfCheetah-v5", "gymnasium", 8, 1_000_000, max_length=1000, report_every=50_000,
       eval_every=250_000, checkpoint_every=250_000), config)
 
 
 NAMED = {
-    "vpg_cartpole": (vpg_cartpole, None),
-    "vpg_cartpole_fused": (vpg_cartpole_fused, None),
     "trpo_cartpole": (trpo_cartpole, None),
     "trpo_cartpole_fused": (trpo_cartpole_fused, None),
     "trpo_pendulum": (trpo_pendulum, None),

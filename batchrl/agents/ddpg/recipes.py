@@ -1,4 +1,5 @@
-"""Measured DDPG presets (the named experiments in ``batchrl.configs.actor_critic``)."""
+"""DDPG recipes: measured ``DDPGConfig`` values that the named configs in
+``batchrl.configs.ddpg`` build on."""
 from __future__ import annotations
 
 from batchrl.agents.ddpg.config import DDPGConfig

@@ -1,10 +1,11 @@
-"""Measured DQFD presets (the named experiments in ``batchrl.configs.naf_dqfd`` use them)."""
+"""DQFD recipes: measured ``DQFDConfig`` values that the named configs in
+``batchrl.configs.dqfd`` build on."""
 from __future__ import annotations
 
 import json
 
 from batchrl.agents.dqfd.config import DQFDConfig
-from batchrl.agents.replay.presets import cartpole_values
+from batchrl.agents.replay.recipes import cartpole_values
 
 
 def cartpole_dqfd(**changes) -> DQFDConfig:

@@ -1,7 +1,8 @@
-"""Measured SAC presets (the named experiments in ``batchrl.configs.actor_critic``)."""
+"""SAC recipes: measured ``SACConfig`` values that the named configs in ``batchrl.configs.sac``
+build on."""
 from __future__ import annotations
 
-from batchrl.agents.actor_critic.presets import DROQ, SIMBA
+from batchrl.agents.actor_critic.recipes import DROQ, SIMBA
 from batchrl.agents.sac.config import SACConfig
 
 

@@ -1,4 +1,4 @@
-"""Values the actor-critic agents' presets share (free of JAX): the network and update
+"""Values the actor-critic agents' recipes share (free of JAX): the network and update
 recipes of the off-policy frontier (issue 51) that go on top of an agent's own values."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Measured TD3 presets (the named experiments in ``batchrl.configs.actor_critic``)."""
+"""TD3 recipes: measured ``TD3Config`` values that the named configs in ``batchrl.configs.td3``
+build on."""
 from __future__ import annotations
 
 from batchrl.agents.td3.config import TD3Config

@@ -1,4 +1,5 @@
-"""Measured TRPO presets (the named experiments in ``batchrl.configs.pg`` use them)."""
+"""TRPO recipes: measured ``TRPOConfig`` values that the named configs in
+``batchrl.configs.trpo`` build on."""
 from __future__ import annotations
 
 from batchrl.agents.trpo.config import TRPOConfig
@@ -7,7 +8,7 @@ from batchrl.agents.trpo.config import TRPOConfig
 def cartpole_fused() -> TRPOConfig:
   """Fused gymnax CartPole-v1 with **8 envs**: 128 steps x 8 envs = 1024 per update.
 
-  Measured: see ``batchrl.configs.pg.trpo_cartpole_fused``.
+  Measured: see ``batchrl.configs.trpo.trpo_cartpole_fused``.
   """
   return TRPOConfig(
       policy_layers=(64, 64), baseline_layers=(64, 64), rollout_length=128,
@@ -19,7 +20,7 @@ def pendulum_fused() -> TRPOConfig:
   """Fused gymnax Pendulum-v1 (torque bounds +-2) with **8 envs**: 256 x 8 = 2048 steps per
   update; the tanh mean is rescaled to the bounds.
 
-  Measured: see ``batchrl.configs.pg.trpo_pendulum_fused``.
+  Measured: see ``batchrl.configs.trpo.trpo_pendulum_fused``.
   """
   return TRPOConfig(
       policy_layers=(64, 64), baseline_layers=(64, 64), rollout_length=256,

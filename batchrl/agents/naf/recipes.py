@@ -1,4 +1,5 @@
-"""Measured NAF presets (the named experiments in ``batchrl.configs.naf_dqfd`` use them)."""
+"""NAF recipes: measured ``NAFConfig`` values that the named configs in ``batchrl.configs.naf``
+build on."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """The DQN family's named experiments (``batchrl train``); the config class and its units
-are in ``batchrl.agents.replay.q_config`` and ``batchrl.agents.replay.config``.
+are in ``batchrl.agents.replay.q_config`` and ``batchrl.agents.replay.config``. ``dqn_atari``'s
+values and figures are in ``batchrl.configs.atari``.
 
 Named configs for ``batchrl train``:
 
@@ -58,7 +59,11 @@ figures are the best evaluation.
 """
 from __future__ import annotations
 
-from batchrl.agents.dqn.presets import cartpole, minatar
+import json
+
+from batchrl.agents.dqn.recipes import cartpole, minatar
+from batchrl.agents.replay.q_config import DQNConfig
+from batchrl.configs.atari import NATURE_CNN, atari_run
 from batchrl.configs.run import Experiment, RunConfig
 
 
@@ -106,6 +111,16 @@ def dqn_minatar_breakout():
       report_every=10_000, eval_every=20_000, checkpoint_every=50_000), minatar())
 
 
+def dqn_atari() -> Experiment:
+  """DQN on Breakout with the Nature / SB3 values scaled to 8 envs (``batchrl.configs.atari``)."""
+  return Experiment("dqn_atari", atari_run(10_000_000, 100_000), DQNConfig(
+      network=json.dumps(NATURE_CNN), memory_capacity=50_000, batch_size=32,
+      first_update=100_000, update_frequency=1, repeat_update=2, target_update_frequency=1_000,
+      learning_rate=1e-4, clip_loss=1.0, max_grad_norm=10.0, discount=0.99,
+      exploration=json.dumps({"type": "epsilon_anneal", "initial_epsilon": 1.0,
+                              "final_epsilon": 0.01, "timesteps": 1_000_000})), agent="dqn")
+
+
 _DESCRIPTIONS = {
     "dqn_cartpole": "CartPole-v1, host envs, Double DQN with the rl-zoo settings and a "
                     "128x128 network (50k steps)",
@@ -114,8 +129,11 @@ _DESCRIPTIONS = {
     "ddqn_cartpole": "CartPole-v1 in gymnax, Double DQN with the rl-zoo settings (100k steps)",
     "dqn_minatar_breakout": "MinAtar Breakout in gymnax, Double DQN on a small conv network "
                             "from JSON (100k steps)",
+    "dqn_atari": "Atari (Breakout; --set env=...), DQN with the Nature/SB3 values "
+                 "scaled to 8 envs (10M steps; batchrl[atari])",
 }
 
 NAMED = {name: (factory, _DESCRIPTIONS[name]) for name, factory in (
     ("dqn_cartpole", dqn_cartpole), ("dqn_cartpole_fused", dqn_cartpole_fused),
-    ("ddqn_cartpole", ddqn_cartpole), ("dqn_minatar_breakout", dqn_minatar_breakout))}
+    ("ddqn_cartpole", ddqn_cartpole), ("dqn_minatar_breakout", dqn_minatar_breakout),
+    ("dqn_atari", dqn_atari))}

@@ -1,4 +1,5 @@
-"""Measured CrossQ presets (the named experiments in ``batchrl.configs.actor_critic``)."""
+"""CrossQ recipes: measured ``CrossQConfig`` values that the named configs in
+``batchrl.configs.crossq`` build on."""
 from __future__ import annotations
 
 from batchrl.agents.crossq.config import CrossQConfig

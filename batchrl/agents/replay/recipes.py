@@ -1,6 +1,6 @@
-"""Measured settings the Q-learning agents share: DQN's CartPole preset and DQFD's, which is
-DQN's agent plus demonstrations (``batchrl.agents.dqn.presets``, ``batchrl.agents.dqfd.presets``;
-the figures are in ``batchrl.configs.value_based`` and ``batchrl.configs.naf_dqfd``)."""
+"""Measured settings the Q-learning agents share: DQN's CartPole recipe and DQFD's, which is
+DQN's agent plus demonstrations (``batchrl.agents.dqn.recipes``, ``batchrl.agents.dqfd.recipes``;
+the figures are in ``batchrl.configs.dqn`` and ``batchrl.configs.dqfd``)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""Measured A2C / AC presets (the named experiments in ``batchrl.configs.a2c`` use them)."""
+"""A2C / AC recipes: measured ``A2CConfig`` values that the named configs in
+``batchrl.configs.a2c`` build on."""
 from __future__ import annotations
 
 from batchrl.agents.a2c.config import A2CConfig

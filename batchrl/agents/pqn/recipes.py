@@ -1,4 +1,4 @@
-"""PQN presets with the reference code's values (purejaxql at commit 47af6d7,
+"""PQN recipes: ``PQNConfig`` values of the reference code (purejaxql at commit 47af6d7,
 ``purejaxql/config/alg/pqn_<env>.yaml``); ``batchrl.configs.pqn`` builds the named
 experiments on them and holds the measured figures."""
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Measured TQC presets (the named experiments in ``batchrl.configs.actor_critic``)."""
+"""TQC recipes: measured ``TQCConfig`` values that the named configs in ``batchrl.configs.tqc``
+build on."""
 from __future__ import annotations
 
-from batchrl.agents.actor_critic.presets import SIMBA
+from batchrl.agents.actor_critic.recipes import SIMBA
 from batchrl.agents.tqc.config import TQCConfig
 
 
@@ -37,5 +38,5 @@ def mujoco_tqc_simba(**changes) -> TQCConfig:
   (2 critics of 25 quantiles, 2 dropped per critic, Adam's rates 3e-4, batch 256, a 1M
   memory, one gradient step per environment step) with SimBa's networks, AdamW, running
   observation normalization and uniform actions for the first 10k steps
-  (``batchrl.agents.actor_critic.presets.SIMBA``)."""
+  (``batchrl.agents.actor_critic.recipes.SIMBA``)."""
   return mujoco_tqc(**{**SIMBA, **changes})

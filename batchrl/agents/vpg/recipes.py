@@ -1,4 +1,5 @@
-"""Measured VPG presets (the named experiments in ``batchrl.configs.pg`` use them)."""
+"""VPG recipes: measured ``VPGConfig`` values that the named configs in ``batchrl.configs.vpg``
+build on."""
 from __future__ import annotations
 
 from batchrl.agents.vpg.config import VPGConfig
@@ -7,7 +8,7 @@ from batchrl.agents.vpg.config import VPGConfig
 def cartpole_fused(total_updates: int | None = None) -> VPGConfig:
   """Fused gymnax CartPole-v1 with **16 envs**: 64 steps x 16 envs = 1024 per update.
 
-  Measured: see ``batchrl.configs.pg.vpg_cartpole_fused``.
+  Measured: see ``batchrl.configs.vpg.vpg_cartpole_fused``.
   """
   return VPGConfig(
       policy_layers=(64, 64), baseline_layers=(64, 64), rollout_length=64,

@@ -1,4 +1,5 @@
-"""Measured PPO presets (``batchrl.configs.ppo`` builds named experiments on them)."""
+"""PPO recipes: measured ``PPOConfig`` values that the named configs in ``batchrl.configs.ppo``
+build on."""
 from __future__ import annotations
 
 from batchrl.agents.ppo.config import PPOConfig
