@@ -11,10 +11,10 @@ import os
 
 import jax
 
+from batchrl import measured
+
 Settings = tuple  # (cache dir or None, minimum compile seconds worth caching)
 
-# a program that compiles faster than this is not worth a disk read
-MIN_COMPILE_SECONDS = 1.0
 
 
 def enable_from_environment() -> None:
@@ -23,7 +23,7 @@ def enable_from_environment() -> None:
   if os.environ.get("BATCHRL_COMPILATION_CACHE", "1") == "0":
     return
   default = os.path.join(os.path.expanduser("~"), ".cache", "batchrl", "xla")
-  apply((os.environ.get("BATCHRL_CACHE_DIR", default), MIN_COMPILE_SECONDS))
+  apply((os.environ.get("BATCHRL_CACHE_DIR", default), measured.MIN_COMPILE_SECONDS))
 
 
 def settings() -> Settings:

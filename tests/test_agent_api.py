@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import Agent, compilation_cache
+from batchrl import Agent, compilation_cache, measured
 from batchrl.agent import AgentUsageError, StreamAheadError
 from batchrl.agent.dispatch import prefer_compilation_cache
 from batchrl.agents.core import Transition
@@ -467,7 +467,7 @@ def test_agents_keep_programs_in_the_compilation_cache_unless_a_directory_is_set
     monkeypatch.setenv("BATCHRL_CACHE_DIR", str(tmp_path / "first"))
     prefer_compilation_cache()
     assert compilation_cache.settings() == (str(tmp_path / "first"),
-                                            compilation_cache.MIN_COMPILE_SECONDS)
+                                            measured.MIN_COMPILE_SECONDS)
     monkeypatch.setenv("BATCHRL_CACHE_DIR", str(tmp_path / "second"))
     prefer_compilation_cache()  # a directory is set (the user's, or an earlier agent's)
     assert compilation_cache.settings()[0] == str(tmp_path / "first")

@@ -14,10 +14,9 @@ from batchrl.agents.families import family
 from batchrl.cli import main
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
+from batchrl.measured import LONG_HOST_STEPS, LOOP_EVAL_STEPS
 from batchrl.train import fused
 from batchrl.train.build import (
-  LONG_HOST_STEPS,
-  LOOP_EVAL_STEPS,
   build_model,
   chunk_kind,
   eval_kind,

@@ -243,3 +243,12 @@ def test_the_upward_check_names_the_offending_edge():
   assert _upward_edges(graph) == ["batchrl.agents -> batchrl.agent",
                                   "batchrl.agents.dqn.model -> batchrl.agent.errors",
                                   "batchrl.agents.spaces -> batchrl.envs"]
+
+
+def test_the_measured_constants_import_nothing():
+  """``batchrl.measured`` (the numbers measured on one machine) sits below every layer, so
+  that any module may read it: it imports nothing at all."""
+  path = ROOT / "measured.py"
+  imports = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, (ast.Import, ast.ImportFrom))]
+  assert not imports, [ast.unparse(node) for node in imports]

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import parts
+from batchrl import measured, parts
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import PPOConfig, model
 from batchrl.agents.ppo.model import host_update_loop, make_ppo
@@ -102,7 +102,7 @@ def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_re
   equal shares of at most ``GRADIENT_SHARE_FRAMES`` frames over the cores, and averages
   them: any split gives the scan loop's parameters and metrics."""
   monkeypatch.setattr(parts, "usable_cpus", lambda: cores)
-  monkeypatch.setattr(model, "GRADIENT_SHARE_FRAMES", frames)
+  monkeypatch.setattr(measured, "GRADIENT_SHARE_FRAMES", frames)
   config = _config(update_loop="host")
   assert model._gradient_shares(config, _filled_state(config)[1].info,
                                 _sequences_like(config)).count == count
@@ -115,7 +115,7 @@ def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_re
 
 def test_the_kl_penalty_objective_keeps_whole_minibatches(monkeypatch):
   """Its cutoff is not linear in the batch: a mean of shares would change the gradient."""
-  monkeypatch.setattr(model, "GRADIENT_SHARE_FRAMES", 1)
+  monkeypatch.setattr(measured, "GRADIENT_SHARE_FRAMES", 1)
   config = _config(update_loop="host", policy_objective="kl_penalty")
   info = _filled_state(config)[1].info
   assert model._gradient_shares(config, info, _sequences_like(config)).count == 1
@@ -126,7 +126,7 @@ def test_a_large_model_takes_its_optimizer_step_per_leaf_with_the_same_result(mo
   config = _config()
   agent, state = _filled_state(config)
   flat, _ = agent.update(state)
-  monkeypatch.setattr(model, "FLAT_STEP_MAX_PARAMS", 0)
+  monkeypatch.setattr(measured, "FLAT_STEP_MAX_PARAMS", 0)
   leaves, _ = make_ppo(config).update(state)
   for a, b in zip(jax.tree.leaves(flat.params), jax.tree.leaves(leaves.params)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
@@ -143,7 +143,7 @@ def _sequences_like(config: PPOConfig):
 def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch, frames):
   """The host loop's values before an update come in calls of about ``frames`` frames (8
   steps x 2 envs here: 4 and 6 give 4 calls of 2 steps over 2 threads, 1000 one call)."""
-  monkeypatch.setattr(model, "VALUE_CHUNK_FRAMES", frames)
+  monkeypatch.setattr(measured, "VALUE_CHUNK_FRAMES", frames)
   config = _config(update_loop="host", normalize_observations=True)
   agent, state = _filled_state(config)
   nets = model._networks(config, state.info)

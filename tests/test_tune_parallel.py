@@ -31,20 +31,26 @@ def _study(tune_dir):
 
 
 def _check_trials_landed(tune_dir, count):
+  """``count`` complete trials, each with its run directory, its evaluations in the study and
+  its own values; any other trial (one a resumed search continued) failed."""
   study = _study(tune_dir)
-  assert sorted(t.number for t in study.trials) == list(range(count))
-  assert [t.state.name for t in study.trials] == ["COMPLETE"] * count
-  lrs = [t.params["learning_rate"] for t in study.trials]
+  complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+  assert len(complete) == count, [t.state.name for t in study.trials]
+  assert all(t.state.name == "FAIL" for t in study.trials if t not in complete)
+  lrs = [t.params["learning_rate"] for t in complete]
   assert len(set(lrs)) == count  # each worker or Ray trial drew its own values
-  for t in study.trials:
+  for t in complete:
     run = tune_dir / "trials" / str(t.number)
     assert t.user_attrs["batchrl_run_dir"] == f"trials/{t.number}"
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["ppo"]["learning_rate"] == t.params["learning_rate"]
     evals = [r for r in read_metrics(run) if r["phase"] == "eval"]
-    assert [r["step"] for r in evals] == [256, 512]
-    # the evaluations reached the study at env steps, as without --parallel/--ray
-    assert sorted(t.intermediate_values) == [256, 512]
+    if "batchrl_resumes" in t.user_attrs:  # continued an interrupted trial's run directory
+      assert [r["step"] for r in evals][-1] == 512
+    else:
+      assert [r["step"] for r in evals] == [256, 512]
+      # the evaluations reached the study at env steps, as without --parallel/--ray
+      assert sorted(t.intermediate_values) == [256, 512]
     assert t.value == max(r["mean_score"] for r in evals)
     # what breaks ties reached the study from the worker too: the mean of the evaluations
     assert t.user_attrs["batchrl_curve"] == pytest.approx(
@@ -60,45 +66,41 @@ def _live_children() -> set[int]:
 
 
 @pytest.mark.slow
-def test_parallel_workers_run_every_trial_into_one_study(tmp_path, capsys):
-  before = _live_children()  # servers earlier tests started (env fork server, ...) stay
-  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
-  tune_dir = tmp_path / "T-cartpole-tune"
-  _check_trials_landed(tune_dir, 3)
-  out = capsys.readouterr().out
-  assert out.startswith("Best trials (3 complete):")
-  # the workers are gone (multiprocessing's resource tracker stays for the test process),
-  # and a complete study runs nothing more
-  assert not [psutil.Process(pid).cmdline() for pid in _live_children() - before
-              if "resource_tracker" not in " ".join(psutil.Process(pid).cmdline())]
-  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
-  assert len(_study(tune_dir).trials) == 3
-
-
-@pytest.mark.slow
-def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path):
+def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path, capsys):
   """``stop`` (the CLI's first Ctrl-C) once both workers' trials started: each stops after
-  its first update with a checkpoint; the same search again finishes them from there."""
+  its first update with a checkpoint. ``batchrl tune --parallel 2`` on the same search, now
+  for 3 trials, finishes both from there and runs a third in the freed worker: every trial
+  lands in the one study with its run directory, the workers are gone at the end, and the
+  complete study runs nothing more."""
   from batchrl import checkpoint
   from batchrl.tune import search
   kwargs = dict(trials=2, logdir=tmp_path, timestamp="T", overrides=TINY, sampler="random",
                 pruner="none", seed=0, tensorboard=False, parallel=2)
   tune_dir = tmp_path / "T-cartpole-tune"
   started = lambda: len(list(tune_dir.glob("trials/*/config.yaml"))) == 2
+  before = _live_children()  # servers earlier tests started (env fork server, ...) stay
   with pytest.raises(KeyboardInterrupt):
     search("cartpole", SPACE, stop=started, **kwargs)
-  assert [t.state.name for t in _study(tune_dir).trials] == ["FAIL", "FAIL"]
+  stopped = _study(tune_dir)
+  assert [t.state.name for t in stopped.trials] == ["FAIL", "FAIL"]
   for n in (0, 1):
     assert checkpoint.latest_step(tune_dir / "trials" / str(n) / "checkpoints") == 256
-  study = search("cartpole", SPACE, **kwargs)
-  assert [t.state.name for t in study.trials] == ["FAIL", "FAIL", "COMPLETE", "COMPLETE"]
-  assert {t.user_attrs["batchrl_resumes"] for t in study.trials[2:]} == {0, 1}
-  assert {t.params["learning_rate"] for t in study.trials[2:]} == {
-      t.params["learning_rate"] for t in study.trials[:2]}
-  for t in study.trials[2:]:  # continued the interrupted trial in its run directory
-    evals = [r["step"] for r in read_metrics(tune_dir / "trials" / str(t.number))
-             if r["phase"] == "eval"]
-    assert evals[-1] == 512
+  capsys.readouterr()
+
+  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
+  study = _check_trials_landed(tune_dir, 3)
+  assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"] + ["COMPLETE"] * 3
+  resumed = [t for t in study.trials[2:] if "batchrl_resumes" in t.user_attrs]
+  assert sorted(t.user_attrs["batchrl_resumes"] for t in resumed) == [0, 1]
+  assert {t.params["learning_rate"] for t in resumed} == {
+      t.params["learning_rate"] for t in stopped.trials}
+  assert capsys.readouterr().out.startswith("Best trials (3 complete):")
+  # the workers are gone (multiprocessing's resource tracker stays for the test process),
+  # and a complete study runs nothing more
+  assert not [psutil.Process(pid).cmdline() for pid in _live_children() - before
+              if "resource_tracker" not in " ".join(psutil.Process(pid).cmdline())]
+  assert main(_argv(tmp_path, "--parallel", "2", trials=3)) == 0
+  assert len(_study(tune_dir).trials) == 5
 
 
 @pytest.mark.slow
@@ -233,22 +235,6 @@ def _no_ray_left(tune_dir, before: set[int], wait_s: float = 10.0) -> bool:
   return not left
 
 
-@pytest.mark.slow
-def test_ray_runs_trials_as_ray_tune_trials_into_the_same_study(tmp_path, monkeypatch, capsys):
-  ray = pytest.importorskip("ray")
-  pytest.importorskip("ray.tune")
-  before = _ray_descendants()
-  monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-  assert main(_argv(tmp_path, "--ray", "--parallel", "2", trials=2)) == 0
-  tune_dir = tmp_path / "T-cartpole-tune"
-  _check_trials_landed(tune_dir, 2)
-  assert capsys.readouterr().out.startswith("Best trials (2 complete):")
-  # Ray Tune's own records of the two trials, and nothing of Ray left running
-  assert len(list((tune_dir / "ray_results").glob("*/trainable_*"))) == 2
-  assert not ray.is_initialized()
-  assert _no_ray_left(tune_dir, before)
-
-
 def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
   """``StudySearch`` (Ray's OptunaSearch on our study): the trial's last result decides its
   state; one stopped before its end (Ctrl-C) stays running, so resume runs it again."""
@@ -281,12 +267,15 @@ def test_the_ray_searcher_records_how_each_trial_ended(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path, monkeypatch):
+def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path, monkeypatch,
+                                                                       capsys):
   """``--ray``, one trial at a time: ``stop`` (the CLI's first Ctrl-C) once trial 0 has
   finished and trial 1 has started: trial 1 stops after its first update with a checkpoint,
-  as without Ray, and no trial starts after it. The same search again keeps trial 0 as it
-  was, continues trial 1's values from that checkpoint (as trial 2, in trial 1's run
-  directory) and runs nothing more; no Ray process is left behind by either run."""
+  as without Ray, and no trial starts after it. ``batchrl tune --ray --parallel 2`` on the
+  same search, now for 3 trials, keeps trial 0 as it was and runs two Ray Tune trials at
+  once: trial 1's values continued from that checkpoint (as trial 2, in trial 1's run
+  directory) and a new trial 3. Every trial lands in the one study, the complete study runs
+  nothing more, and no Ray process is left behind by any run."""
   from batchrl import checkpoint
   ray = pytest.importorskip("ray")
   pytest.importorskip("ray.tune")
@@ -308,9 +297,12 @@ def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path
   assert not (tune_dir / "ray_results" / "stop-requested").exists()
   first = (tune_dir / "trials" / "0" / "metrics.jsonl").read_text()
   assert not ray.is_initialized() and _no_ray_left(tune_dir, before)
+  capsys.readouterr()
 
-  study = search("cartpole", SPACE, **kwargs)  # the same search again
-  assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+  # the same search again, for one trial more, two Ray Tune trials at a time
+  assert main(_argv(tmp_path, "--ray", "--parallel", "2", trials=3)) == 0
+  study = _study(tune_dir)
+  assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
   assert study.trials[2].params == stopped.trials[1].params
   assert study.trials[2].user_attrs["batchrl_resumes"] == 1
   assert (tune_dir / "trials" / "0" / "metrics.jsonl").read_text() == first  # not repeated
@@ -318,11 +310,15 @@ def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path
   records = read_metrics(tune_dir / "trials" / "2")
   # continued from its checkpoint at 256: that update was not trained again
   assert [r["step"] for r in records if r["phase"] == "train"] == [256, 512]
-  assert [r["step"] for r in records if r["phase"] == "eval"][-1] == 512
-  assert (tune_dir / "best.yaml").is_file()
-  # complete: running it again runs nothing
-  assert len(search("cartpole", SPACE, **kwargs).trials) == 3
+  # trials 0 and 3 ran whole, trial 2 from its checkpoint; each landed in the study
+  _check_trials_landed(tune_dir, 3)
+  assert capsys.readouterr().out.startswith("Best trials (3 complete):")
+  # Ray Tune's own records: the two trials of each run
+  runs = sorted({p.parent for p in (tune_dir / "ray_results").glob("*/trainable_*")})
+  assert [len(list(run.glob("trainable_*"))) for run in runs] == [2, 2]
   assert not ray.is_initialized() and _no_ray_left(tune_dir, before)
+  # complete: running it again runs nothing
+  assert len(search("cartpole", SPACE, **{**kwargs, "trials": 3}).trials) == 4
 
 
 @pytest.mark.slow

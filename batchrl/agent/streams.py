@@ -26,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from batchrl import measured
 from batchrl.agent.errors import AgentUsageError, StreamAheadError
 from batchrl.agent.runtime import STAGE_DEPTH, Runtime
 from batchrl.agent.states import all_finite
@@ -40,7 +41,6 @@ PER_STREAM = (("held", np.bool_), ("reward", np.float32), ("terminal", np.int32)
 SCALAR_CODES = {False: 0, True: 1, 2: 2}  # also matches 0, 1, 0.0, numpy scalars (==, hash)
 F32 = np.dtype(np.float32)
 F32_LIMIT = 2.0 ** 128 - 2.0 ** 103  # the float32 rounding of a number below this is finite
-ONE_STREAM_SIZE = 64  # act_one checks states in Python, ~10 ns an element
 
 
 class Streams:
@@ -364,9 +364,9 @@ def update_ran(commit: str, flush: int, update: str, flag) -> bool:
 
 def one_stream_shape(raw_space) -> tuple | None:
   """The shape of the states ``Streams.act_one`` takes: a single float vector state of at
-  most ``ONE_STREAM_SIZE`` elements (None: every act takes the general path)."""
+  most ``measured.ONE_STREAM_SIZE`` elements (None: every act takes the general path)."""
   if (isinstance(raw_space, gym.spaces.Box) and np.issubdtype(raw_space.dtype, np.floating)
-      and len(raw_space.shape) == 1 and raw_space.shape[0] <= ONE_STREAM_SIZE):
+      and len(raw_space.shape) == 1 and raw_space.shape[0] <= measured.ONE_STREAM_SIZE):
     return tuple(raw_space.shape)
   return None
 

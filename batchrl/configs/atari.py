@@ -41,11 +41,11 @@ What made the update fast on the 2-core CPU (2026-11-26, one update of 1024 fram
 machine): 8.3 s -> 2.8 s.
 
 * Each minibatch's gradient is taken in equal shares of at most 64 frames, spread over the
-  cores, and averaged (``GRADIENT_SHARE_FRAMES``): a smaller call's activations stay in the
-  caches. Gradient of 256 frames ('same' padding): 350 ms in one call, 170 ms in 4 shares.
+  cores, and averaged (``measured.GRADIENT_SHARE_FRAMES``): a smaller call's activations stay
+  in the caches. Gradient of 256 frames ('same' padding): 350 ms in one call, 170 ms in 4 shares.
 * The values before the update in calls of 256 frames over the cores: 0.50 -> 0.24 s per
   1024 frames.
-* Adam per leaf above 1M parameters (``FLAT_STEP_MAX_PARAMS``): 63 -> 9 ms a step.
+* Adam per leaf above 1M parameters (``measured.FLAT_STEP_MAX_PARAMS``): 63 -> 9 ms a step.
 * Convolutions on XLA's own multi-threaded kernels instead of YNNPACK (``batchrl.programs``):
   YNNPACK ran each on one core, and 'valid' ones at half speed.
 * The true Nature CNN ('valid' padding, 3136 features, 1.69M parameters; before, 'same':

@@ -12,6 +12,7 @@ import warnings
 
 import jax
 
+from batchrl import measured
 from batchrl.agents.families import family
 from batchrl.configs import Experiment, RunConfig
 from batchrl.envs.atari import atari_env
@@ -174,35 +175,24 @@ def eval_cap(run: RunConfig, trained_steps: int) -> int:
   return max(1, math.ceil(trained_steps / run.num_envs))
 
 
-# A host-env run of this many steps lasts minutes (each step crosses to Python): its chunk
-# compiles as a "long" program (``batchrl.programs``): 0.4-2 s longer to compile
-LONG_HOST_STEPS = 50_000
-
-
 def chunk_kind(run: RunConfig) -> str:
   """How a run's training chunk is compiled (``programs.jit``'s kinds): ``"long"`` for
-  host-env runs of ``LONG_HOST_STEPS`` steps or more; ``"loop"`` (the faster compile) for
-  fused runs, where compiling is a large share of the run, and for short runs (tests)."""
-  return "long" if run.backend != "gymnax" and run.steps >= LONG_HOST_STEPS else "loop"
-
-
-# An optimized evaluation program repays its compile time from about this many env steps
-# (per env) over a run's evaluations. Measured on fused CartPole (32 envs, 2 cores): a step
-# of the evaluation unoptimized 0.13 ms, optimized 0.04 ms; compiling optimized takes ~0.7 s
-# longer, mostly hidden (it compiles ahead on another core, and a program compiling over a
-# second is kept in the compilation cache for the next run): ``pqn_cartpole_fused``'s 11
-# evaluations (~5,000 steps) 0.7 -> 0.2 s, its whole process 7.1 -> 6.2 s.
-LOOP_EVAL_STEPS = 4_000
+  host-env runs of ``measured.LONG_HOST_STEPS`` steps or more (minutes, each step crossing to
+  Python); ``"loop"`` (the faster compile) for fused runs, where compiling is a large share
+  of the run, and for short runs (tests)."""
+  long_run = run.backend != "gymnax" and run.steps >= measured.LONG_HOST_STEPS
+  return "long" if long_run else "loop"
 
 
 def eval_kind(env, run: RunConfig) -> str:
   """How an evaluation is compiled (``programs.jit``'s kinds): ``"loop"`` (optimized) for
   image observations, where a convolutional policy unoptimized runs several times slower
-  than it compiles, and for runs whose evaluations step their envs ``LOOP_EVAL_STEPS``
-  times or more in all; ``"once"`` (compiled fast, run for a moment) for the rest."""
+  than it compiles, and for runs whose evaluations step their envs
+  ``measured.LOOP_EVAL_STEPS`` times or more in all; ``"once"`` (compiled fast, run for a
+  moment) for the rest."""
   if len(env.single_observation_space.shape or ()) >= 3:
     return "loop"
-  return "loop" if planned_eval_steps(run, env) >= LOOP_EVAL_STEPS else "once"
+  return "loop" if planned_eval_steps(run, env) >= measured.LOOP_EVAL_STEPS else "once"
 
 
 def planned_eval_steps(run: RunConfig, env) -> int:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from batchrl import programs
+from batchrl import measured, programs
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses, shuffle
@@ -430,21 +430,12 @@ def host_update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
   return _host_finish(config, state, data, sequences, key, *carry, metrics)
 
 
-# Frames per call of a network on the host, from measurements of the Nature CNN on the 2-core
-# CPU (the activations of a smaller call stay in the caches; one thread per core runs the
-# calls side by side): values of 1024 frames 0.50 s in one call, 0.24 s as 4 x 256 over 2
-# threads; the gradient of a 256-frame minibatch 350 ms in one call, 217 ms as 2 x 128 over
-# 2 threads, 170 ms as 4 x 64, 198 ms as 8 x 32.
-VALUE_CHUNK_FRAMES = 256
-GRADIENT_SHARE_FRAMES = 64
-
-
 def _values_in_chunks(config: PPOConfig, state: PPOState):
   """``V(obs), V(next_obs)`` ``[T, B]`` of the rollout, in equal calls of at most
-  ``VALUE_CHUNK_FRAMES`` frames (``T`` cut at a divisor; at least one step per call) over one
-  thread per usable core. The same values, up to float rounding, as ``prepare``'s."""
+  ``measured.VALUE_CHUNK_FRAMES`` frames (``T`` cut at a divisor; at least one step per
+  call) over one thread per usable core. The same values, up to float rounding, as ``prepare``'s."""
   steps, batch = state.buffer.reward.shape
-  per_call = largest_divisor(steps, VALUE_CHUNK_FRAMES // batch)
+  per_call = largest_divisor(steps, measured.VALUE_CHUNK_FRAMES // batch)
   cuts = [(start, start + per_call) for start in range(0, steps, per_call)]
 
   def values_of(obs, runner):
@@ -459,8 +450,8 @@ def _values_in_chunks(config: PPOConfig, state: PPOState):
 def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) -> LaneSplit:
   """The equal shares ``host_update`` differentiates each minibatch in, side by side on the
   usable cores (``host_update`` averages their gradients): shares of at most
-  ``GRADIENT_SHARE_FRAMES`` frames (at least one sequence), a multiple of the cores that
-  divide the minibatch. Only with the clip objective, a mean of per-step terms (the KL
+  ``measured.GRADIENT_SHARE_FRAMES`` frames (at least one sequence), a multiple of the cores
+  that divide the minibatch. Only with the clip objective, a mean of per-step terms (the KL
   penalty's cutoff is not linear in the batch): otherwise whole minibatches."""
   num_sequences, length = jax.tree.leaves(sequences)[0].shape[:2]
   minibatch = num_sequences // _num_minibatches(config, info)
@@ -468,7 +459,7 @@ def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) 
     return LaneSplit(minibatch, 1)
   threads = LaneSplit.unpadded(minibatch).count
   per_thread = minibatch // threads
-  share = largest_divisor(per_thread, GRADIENT_SHARE_FRAMES // length)
+  share = largest_divisor(per_thread, measured.GRADIENT_SHARE_FRAMES // length)
   return LaneSplit(minibatch, minibatch // share)
 
 
@@ -547,21 +538,18 @@ def sequences_kl(nets: PPONetworks, params, data: UpdateData) -> jax.Array:
   return time_major.old_policy.kl(policy)
 
 
-FLAT_STEP_MAX_PARAMS = 1_000_000
-
-
 def flat_step(optimizer: optax.GradientTransformation, grads, opt_state, params):
   """One optimizer step on all parameters as ONE vector; returns ``(params, opt_state,
   gradient norm)`` with the trees shaped as given.
 
   The same step as ``optimizer.update`` per leaf for element-wise optimizers (Adam, global
   norm clipping), but a dozen leaves' worth of small kernels becomes a few: measured, a
-  third of the optimizer's compile time. Above ``FLAT_STEP_MAX_PARAMS`` the copies into and
-  out of the vector cost more than the kernels they save, so the step runs per leaf:
+  third of the optimizer's compile time. Above ``measured.FLAT_STEP_MAX_PARAMS`` the copies
+  into and out of the vector cost more than the kernels they save, so the step runs per leaf:
   measured on the 'same'-padded Nature CNN (4.0M parameters), 63 ms flat against 9 ms
   per leaf.
   """
-  if sum(x.size for x in jax.tree.leaves(params)) > FLAT_STEP_MAX_PARAMS:
+  if sum(x.size for x in jax.tree.leaves(params)) > measured.FLAT_STEP_MAX_PARAMS:
     updates, opt_state = optimizer.update(grads, opt_state, params)
     norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
     return optax.apply_updates(params, updates), opt_state, norm
