@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import compilation_cache
+from batchrl import compilation_cache, programs
 from batchrl.agents.core import Transition
 from batchrl.envs.jax_env import make_vec
 from batchrl.train import fused
@@ -213,31 +214,26 @@ def pytest_addoption(parser):
            "must hold for seeds 0, 1 and 2, checked by running them with each")
 
 
-# The longest modules, longest first (the README command on 2 idle cores, 2026-12-07: the Ray
-# tune tests ~280 s, the distributed ones ~200 s, the named configs ~190 s of CPU...). They
-# start first: with -n 2 a module stays on one worker, and xdist hands modules out in
-# collection order, so a long module collected late kept one worker busy while the other
-# had nothing left (1229 s for 2134 s of CPU). Within a module the order is unchanged.
-LONGEST_MODULES = ("test_tune_parallel.py", "test_distributed.py", "test_named_configs.py",
-                   "test_ppo_host_update.py", "test_user_env.py", "test_actor_critic_runs.py",
-                   "test_docs.py", "test_dqn.py", "test_naf.py", "test_bench.py")
-
-
-def _longest_first(items) -> None:
-  """Reorders ``items`` in place: ``LONGEST_MODULES``' tests first, in that order of modules."""
-  rank = {name: k for k, name in enumerate(LONGEST_MODULES)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-module order
-
-
 def pytest_collection_modifyitems(config, items):
   """(One such hook per conftest: another block needing it adds to this one.)"""
-  _longest_first(items)
   if _gymnax_installed():
     return
   skip = pytest.mark.skip(reason=_NEEDS_GYMNAX)
   for item in items:
     if item.get_closest_marker("gymnax") is not None:
       item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fast_compile_unless_slow(request, monkeypatch):
+  """Tests not marked ``slow`` compile the programs ``batchrl.programs.jit`` builds without
+  XLA's LLVM optimization (``BATCHRL_FAST_COMPILE=all``, inherited by the commands they
+  start): their runs are a few iterations, so compiling is nearly all of their time, and CI
+  starts with an empty compilation cache. The learning tests and end-to-end runs (``slow``)
+  keep the optimized programs users get; so does a run with ``BATCHRL_FAST_COMPILE`` set."""
+  if (request.node.get_closest_marker("slow") is None
+      and programs.FAST_COMPILE_ENV not in os.environ):
+    monkeypatch.setenv(programs.FAST_COMPILE_ENV, "all")
 
 
 @pytest.fixture

@@ -6,17 +6,17 @@ environments stepped in the main process; the iteration moves the agent's state,
 finite and reports no infinite metric. (Each family's fused config is among them: the agent
 contract, ``tests/agents/test_contract.py``, checks that every family has one.)
 
-The programs compile without XLA's LLVM optimization (``BATCHRL_FAST_COMPILE=all``): one
-iteration proves a config builds and trains, and compiling is nearly all of it (DroQ's
-training chunk 4.3 s instead of 12 s). The optimized programs' numerics are the learning
-tests' and the update-hash tests' to prove.
+The programs compile without XLA's LLVM optimization (``BATCHRL_FAST_COMPILE=all``, as in
+every test not marked slow: ``conftest.py``): one iteration proves a config builds and
+trains, and compiling is nearly all of it (DroQ's training chunk 4.3 s instead of 12 s). The
+optimized programs' numerics are the learning tests' and the update-hash tests' to prove.
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import configs, programs
+from batchrl import configs
 from batchrl.cli import main
 from batchrl.train.local import LocalTrainer
 from conftest import leaves, skip_unless_gymnax
@@ -54,8 +54,7 @@ def _floats(tree) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("name", configs.names())
-def test_named_config_trains_one_iteration(name, tmp_path, capsys, monkeypatch):
-  monkeypatch.setenv(programs.FAST_COMPILE_ENV, "all")
+def test_named_config_trains_one_iteration(name, tmp_path, capsys):
   assert main(["configs", name]) == 0
   assert name in capsys.readouterr().out
   exp = _tiny(configs.get(name))
