@@ -15,6 +15,7 @@ import pytest
 
 from batchrl import checkpoint
 from batchrl.agents.actor_critic import learning, observations
+from batchrl.agents.actor_critic.model import import_observations
 from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN, make_networks
 from batchrl.agents.crossq import CrossQConfig
 from batchrl.agents.sac import SACConfig
@@ -160,6 +161,22 @@ def test_the_statistics_are_those_of_the_stored_observations_and_normalize_act_a
         getattr(batch.items, name),
         observations.normalized(config, stats, getattr(raw, name)[batch.index]), rtol=1e-6)
   assert np.abs(batch.items.obs).max() <= 10.0
+
+
+def test_imported_observations_join_the_statistics(simba_sac):
+  """``import_observations`` adds the imported states to the running statistics, as
+  ``store`` adds each stored one (5 observations: 4 transitions, 2 per env column)."""
+  config, model, state, _ = simba_sac
+  states = np.array([[1.0, -2.0, 0.5], [3.0, 0.0, 0.5], [5.0, 2.0, 0.5], [7.0, 4.0, 0.5],
+                     [9.0, 6.0, 0.5]], np.float32)
+  imported = [dict(state=list(x), action=[0.5], reward=0.0, terminal=0, internal=[])
+              for x in states]
+  after = import_observations(state, imported)
+  seen = np.concatenate([np.asarray(state.memory.items.obs[:8]).reshape(-1, 3), states[:4]])
+  assert float(after.obs_stats.count) == 16 + 4
+  np.testing.assert_allclose(after.obs_stats.mean, seen.mean(0), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(after.obs_stats.m2 / after.obs_stats.count, seen.var(0),
+                             rtol=1e-4, atol=1e-6)
 
 
 def test_without_normalization_the_state_keeps_no_statistics():

@@ -71,15 +71,26 @@ def steps_text(steps: int) -> str:
 # ------------------------------------------------------------------ published results
 
 _CLEANRL = "CleanRL (MuJoCo v4, 3 seeds)"
+# the SimbaV2 repository's baseline result files (results/baseline/*.csv; MuJoCo v4, 5-10
+# seeds): what the off-policy frontier learns in 100k steps
+_SIMBAV2_CSV = "SimbaV2 repository's baselines (v4)"
 _ZOO = "SB3 rl-zoo (MuJoCo v3, 1 run)"
 _M = 1_000_000
 
 # (agent family, environment name without its version) -> results
 REFERENCES: dict[tuple[str, str], tuple[Reference, ...]] = {
-    ("sac", "HalfCheetah"): (Reference(_CLEANRL, 9635, _M, 1424), Reference(_ZOO, 9535, _M)),
-    ("sac", "Hopper"): (Reference(_CLEANRL, 2310, _M, 343), Reference(_ZOO, 2326, _M)),
-    ("sac", "Walker2d"): (Reference(_CLEANRL, 3591, _M, 911), Reference(_ZOO, 3863, _M)),
-    ("sac", "Ant"): (Reference(_ZOO, 4616, _M),),
+    ("sac", "HalfCheetah"): (Reference(_CLEANRL, 9635, _M, 1424), Reference(_ZOO, 9535, _M),
+        Reference(f"SAC, {_SIMBAV2_CSV}", 6156, 100_000)),
+    ("sac", "Hopper"): (Reference(_CLEANRL, 2310, _M, 343), Reference(_ZOO, 2326, _M),
+        Reference(f"SAC, {_SIMBAV2_CSV}", 1103, 100_000)),
+    ("sac", "Walker2d"): (Reference(_CLEANRL, 3591, _M, 911), Reference(_ZOO, 3863, _M),
+        Reference(f"SAC, {_SIMBAV2_CSV}", 690, 100_000)),
+    ("sac", "Ant"): (Reference(_ZOO, 4616, _M),
+        Reference(f"SAC, {_SIMBAV2_CSV}", 747, 100_000)),
+    ("crossq", "HalfCheetah"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 8112, 100_000),),
+    ("crossq", "Hopper"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 2764, 100_000),),
+    ("crossq", "Walker2d"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 3914, 100_000),),
+    ("crossq", "Ant"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 2299, 100_000),),
     ("td3", "HalfCheetah"): (Reference(_CLEANRL, 9583, _M, 126), Reference(_ZOO, 9656, _M)),
     ("td3", "Hopper"): (Reference(_CLEANRL, 3135, _M, 360), Reference(_ZOO, 3606, _M)),
     ("td3", "Walker2d"): (Reference(_CLEANRL, 4058, _M, 659), Reference(_ZOO, 4718, _M)),
@@ -145,10 +156,12 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               "sac_cartpole_fused"))),
     Suite("minatar", "DQN and PQN on MinAtar Breakout (gymnax) at their named budgets",
           (Entry("dqn_minatar_breakout"), Entry("pqn_minatar_breakout"))),
-    Suite("mujoco-100k", "SAC, TD3 and TQC with the published MuJoCo values on five v5 "
-          "tasks (Humanoid added), 100k steps: how much each learns per sample",
+    Suite("mujoco-100k", "SAC, TD3, TQC, CrossQ, SAC and TQC on SimBa networks, and DroQ with "
+          "their published MuJoCo values on five v5 tasks (Humanoid added), 100k steps: how "
+          "much each learns per sample",
           tuple(Entry(config, env, 100_000)
-                for config in ("sac_mujoco", "td3_mujoco", "tqc_mujoco")
+                for config in ("sac_mujoco", "td3_mujoco", "tqc_mujoco", "crossq_mujoco",
+                               "sac_simba_mujoco", "tqc_simba_mujoco", "droq_mujoco")
                 for env in _MUJOCO + ("Humanoid-v5",))),
     Suite("mujoco-300k", "SAC, TD3 and PPO with the published MuJoCo values on four v5 "
           "tasks, 300k steps", tuple(Entry(config, env, 300_000)

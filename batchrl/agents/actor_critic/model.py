@@ -266,14 +266,17 @@ def summarize(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState) 
   return {"scalars": scalars, "histograms": histograms}
 
 
-def import_observations(state: ACState, observations) -> ACState:
-  """Fills the replay memory from TensorForce observations (as DQN's and NAF's
-  ``import_observations``); actions in the env's units, stored normalized (float) or as
-  their index (Discrete, SAC: a state holding one was built by an agent that takes it)."""
+def import_observations(state: ACState, imported) -> ACState:
+  """Fills the replay memory from TensorForce observations (``imported``, as DQN's and NAF's
+  ``import_observations`` take them); actions in the env's units, stored normalized (float)
+  or as their index (Discrete, SAC: a state holding one was built by an agent that takes
+  it). An agent that normalizes observations adds the imported states to its running
+  statistics, as ``store`` adds each stored one: the batches it samples are normalized by
+  the statistics of what its memory holds."""
   config = replay.config_of(state, "actor-critic")
   actions = actor_critic_actions(state.info.action_space, "actor-critic",
                                  config.action_bounds, discrete=True)
-  items = replay.memory_transitions(state.info, actions.from_env, observations)
+  items = replay.memory_transitions(state.info, actions.from_env, imported)
   memory = import_transitions(replay.memory_of(config, state.info), state.memory, items)
-  return state._replace(memory=memory)
-
+  stats = observations.update_stats(config, state.obs_stats, items.obs)
+  return state._replace(memory=memory, obs_stats=stats)
