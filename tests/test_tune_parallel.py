@@ -81,8 +81,8 @@ def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path, caps
   before = _live_children()  # servers earlier tests started (env fork server, ...) stay
   with pytest.raises(KeyboardInterrupt):
     search("cartpole", SPACE, stop=started, **kwargs)
-  stopped = _study(tune_dir)
-  assert [t.state.name for t in stopped.trials] == ["FAIL", "FAIL"]
+  stopped = _study(tune_dir).trials  # a list: the study reads its trials at each access
+  assert [t.state.name for t in stopped] == ["FAIL", "FAIL"]
   for n in (0, 1):
     assert checkpoint.latest_step(tune_dir / "trials" / str(n) / "checkpoints") == 256
   capsys.readouterr()
@@ -93,8 +93,8 @@ def test_a_stopped_parallel_search_resumes_its_interrupted_trials(tmp_path, caps
   resumed = [t for t in study.trials[2:] if "batchrl_resumes" in t.user_attrs]
   assert sorted(t.user_attrs["batchrl_resumes"] for t in resumed) == [0, 1]
   assert {t.params["learning_rate"] for t in resumed} == {
-      t.params["learning_rate"] for t in stopped.trials}
-  assert capsys.readouterr().out.startswith("Best trials (3 complete):")
+      t.params["learning_rate"] for t in stopped}
+  assert capsys.readouterr().out.startswith("Best trials (3 complete, 2 fail):")
   # the workers are gone (multiprocessing's resource tracker stays for the test process),
   # and a complete study runs nothing more
   assert not [psutil.Process(pid).cmdline() for pid in _live_children() - before
@@ -291,8 +291,8 @@ def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path
 
   with pytest.raises(KeyboardInterrupt):
     search("cartpole", SPACE, stop=ctrl_c, **kwargs)
-  stopped = _study(tune_dir)
-  assert [t.state.name for t in stopped.trials] == ["COMPLETE", "RUNNING"]  # cut short
+  stopped = _study(tune_dir).trials  # a list: the study reads its trials at each access
+  assert [t.state.name for t in stopped] == ["COMPLETE", "RUNNING"]  # cut short
   assert checkpoint.latest_step(tune_dir / "trials" / "1" / "checkpoints") == 256
   assert not (tune_dir / "ray_results" / "stop-requested").exists()
   first = (tune_dir / "trials" / "0" / "metrics.jsonl").read_text()
@@ -303,7 +303,7 @@ def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path
   assert main(_argv(tmp_path, "--ray", "--parallel", "2", trials=3)) == 0
   study = _study(tune_dir)
   assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
-  assert study.trials[2].params == stopped.trials[1].params
+  assert study.trials[2].params == stopped[1].params
   assert study.trials[2].user_attrs["batchrl_resumes"] == 1
   assert (tune_dir / "trials" / "0" / "metrics.jsonl").read_text() == first  # not repeated
   assert not (tune_dir / "trials" / "1").exists()  # taken over by trial 2
@@ -312,7 +312,7 @@ def test_a_stopped_ray_search_resumes_without_repeating_finished_trials(tmp_path
   assert [r["step"] for r in records if r["phase"] == "train"] == [256, 512]
   # trials 0 and 3 ran whole, trial 2 from its checkpoint; each landed in the study
   _check_trials_landed(tune_dir, 3)
-  assert capsys.readouterr().out.startswith("Best trials (3 complete):")
+  assert capsys.readouterr().out.startswith("Best trials (3 complete, 1 fail):")
   # Ray Tune's own records: the two trials of each run
   runs = sorted({p.parent for p in (tune_dir / "ray_results").glob("*/trainable_*")})
   assert [len(list(run.glob("trainable_*"))) for run in runs] == [2, 2]
