@@ -35,7 +35,7 @@ LOOP_EVAL_STEPS = 4_000
 # compile the same programs many times (291 s against 293 s, 2026-12-07).
 MIN_COMPILE_SECONDS = 1.0
 
-# --- PPO's update on the host (``ppo_atari``: ``batchrl.agents.ppo.model``) ---------------
+# --- PPO's update on the host (``ppo_atari``: ``batchrl.train.host_update``) --------------
 
 # Frames per call of a network on the host: the activations of a smaller call stay in the
 # caches, and one thread per core runs the calls side by side. Measured on the Nature CNN:

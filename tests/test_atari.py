@@ -289,11 +289,12 @@ def test_the_nature_cnn_json_is_the_configs_network():
 def test_ppo_atari_runs_its_update_on_the_host_on_the_cpu_only():
   # XLA:CPU's slow convolution gradients inside loops (jax #12868): the update leaves the
   # compiled chunk on the CPU; the loop equivalence is tests/test_ppo_host_update.py
-  from batchrl.agents.ppo.model import host_update_loop
+  from batchrl.agents.ppo.model import make_ppo
   from batchrl.configs.ppo import ppo_atari
+  from batchrl.train import host_update
   config = ppo_atari().config
   assert config.update_loop == "auto"
-  assert host_update_loop(config) == (jax.default_backend() == "cpu")
+  assert host_update.on_host(make_ppo(config)) == (jax.default_backend() == "cpu")
 
 
 # ----------------------------------------------------------------- with ale-py

@@ -31,6 +31,11 @@ REGISTRIES = frozenset({"batchrl.agents.families", "batchrl.agents.catalog"})
 # What the algorithms are below: the object API that wraps them and the environments they
 # are run on.
 ABOVE_THE_ALGORITHMS = ("batchrl.agent", "batchrl.envs")
+# How work is scheduled (threads, host callbacks): the drivers' business (``batchrl.train``,
+# e.g. ``host_update``), never an algorithm's. An algorithm is pure; a driver decides how it runs.
+SCHEDULING_MODULES = ("threading", "concurrent", "multiprocessing", "batchrl.parts")
+SCHEDULING_NAMES = frozenset({"pure_callback", "io_callback", "PartRunner",
+                              "ThreadPoolExecutor", "Thread", "host_call"})
 
 
 def _modules() -> dict[str, Path]:
@@ -243,6 +248,43 @@ def test_the_upward_check_names_the_offending_edge():
   assert _upward_edges(graph) == ["batchrl.agents -> batchrl.agent",
                                   "batchrl.agents.dqn.model -> batchrl.agent.errors",
                                   "batchrl.agents.spaces -> batchrl.envs"]
+
+
+def _scheduling(source: str) -> list[str]:
+  """The imports of ``SCHEDULING_MODULES`` and uses of ``SCHEDULING_NAMES`` in ``source``."""
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Import):
+      modules, names = [alias.name for alias in node.names], []
+    elif isinstance(node, ast.ImportFrom):
+      modules, names = [node.module or ""], [alias.name for alias in node.names]
+    else:
+      modules = []
+      names = ([node.id] if isinstance(node, ast.Name) else
+               [node.attr] if isinstance(node, ast.Attribute) else [])
+    if (any(_under(m, s) for m in modules for s in SCHEDULING_MODULES)
+        or SCHEDULING_NAMES.intersection(names)):
+      found.append(f"line {node.lineno}: {ast.unparse(node)}")
+  return found
+
+
+def test_the_algorithms_start_no_threads_and_no_host_callbacks():
+  offending = {name: found for name, path in _modules().items()
+               if _under(name, "batchrl.agents")
+               and (found := _scheduling(path.read_text(encoding="utf-8")))}
+  assert not offending, ("no module of batchrl.agents schedules work (threads, host "
+                         "callbacks): a driver does (batchrl.train.host_update). Found: "
+                         f"{offending}")
+
+
+def test_the_scheduling_check_names_the_offending_lines():
+  source = ("import jax\nfrom concurrent.futures import ThreadPoolExecutor\n"
+            "from batchrl.parts import LaneSplit\ny = jax.pure_callback(f, s, x)\n"
+            "z = jax.jit(f)\n")
+  assert _scheduling(source) == [
+      "line 2: from concurrent.futures import ThreadPoolExecutor",
+      "line 3: from batchrl.parts import LaneSplit",
+      "line 4: jax.pure_callback"]
 
 
 def test_the_measured_constants_import_nothing():

@@ -10,6 +10,7 @@ import pytest
 from batchrl import configs
 from batchrl import parts as lanes
 from batchrl.parts import LaneSplit, PartRunner
+from batchrl.train import host_update
 from batchrl.train.local import LocalTrainer
 
 
@@ -72,14 +73,15 @@ def test_unpadded_parts_are_equal_shares_no_more_than_the_cores(monkeypatch, bat
 
 
 @pytest.mark.gymnax
-def test_seeds_of_a_top_level_update_stay_in_one_part(tmp_path):
-  """A top-level update (PPO's host loop) spreads itself over the cores; two parts' updates
-  at once hung, so ``--seeds`` keeps them in one part, and the run goes on."""
+def test_seeds_of_an_update_run_from_the_host_stay_in_one_part(tmp_path):
+  """An update run from the host (PPO's host loop, ``batchrl.train.host_update``) spreads
+  itself over the cores; two parts' updates at once hung, so ``--seeds`` keeps them in one
+  part, and the run goes on."""
   exp = configs.apply_overrides(configs.get("cartpole_fused"), TINY + ["update_loop=host"])
   trainer = LocalTrainer(exp, tmp_path / "run", seeds=2)
   try:
-    assert trainer.agent.top_level_update == (jax.default_backend() == "cpu")
-    assert trainer._parts.count == 1 or not trainer.agent.top_level_update
+    assert host_update.on_host(trainer.agent)
+    assert trainer._parts.count == 1
     metrics = [trainer.train_phase(2) for _ in range(2)]
     assert all("seed1/mean_score" in m for m in metrics)
   finally:

@@ -1,5 +1,7 @@
-"""PPO's host update loop (``PPOConfig.update_loop='host'``, what ``ppo_atari`` uses on the
-CPU) against the scan loop: same steps, same order, same parameters up to float rounding."""
+"""PPO's update run from the host by the drivers (``batchrl.train.host_update``, as
+``PPOConfig.update_loop='host'`` asks and ``ppo_atari`` uses on the CPU) against the scan loop
+of the model's own update: same pieces, same steps, same order, same parameters up to float
+rounding."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,19 +16,20 @@ import pytest
 from batchrl import measured, parts
 from batchrl.agents.core import Transition
 from batchrl.agents.ppo import PPOConfig, model
-from batchrl.agents.ppo.model import host_update_loop, make_ppo
+from batchrl.agents.ppo.model import make_ppo
 from batchrl.configclass import ConfigError
 from batchrl.envs.jax_env import make_vec
 from batchrl.specs import EnvSpec
-from batchrl.train import fused
+from batchrl.train import fused, host_update
 
 TINY_CNN = [{"type": "conv2d", "size": 4, "window": 3, "stride": 2, "activation": "relu"},
             {"type": "flatten"}, {"type": "dense", "size": 8, "activation": "relu"}]
 
 
 def _filled_state(config: PPOConfig, seed: int = 0):
-  """A PPO state whose rollout is full of random 7x7x2 image transitions (2 envs)."""
-  agent = make_ppo(config)
+  """A PPO state whose rollout is full of random 7x7x2 image transitions (2 envs), and its
+  model as the drivers schedule it (``host_update.schedule``)."""
+  agent = host_update.schedule(make_ppo(config))
   spec = EnvSpec(gym.spaces.Box(0.0, 1.0, (7, 7, 2), np.float32), gym.spaces.Discrete(3), 2)
   key = jax.random.key(seed)
   state = agent.init(key, spec)
@@ -88,8 +91,12 @@ def test_host_update_loop_runs_per_seed_under_vmap():
 
 
 def test_update_loop_auto_is_host_on_the_cpu_and_a_typo_is_refused():
-  assert host_update_loop(_config(update_loop="auto")) == (jax.default_backend() == "cpu")
-  assert not host_update_loop(_config())
+  on_host = lambda config: host_update.on_host(make_ppo(config))
+  assert on_host(_config(update_loop="auto")) == (jax.default_backend() == "cpu")
+  assert on_host(_config(update_loop="host"))
+  assert not on_host(_config())
+  scan = make_ppo(_config())
+  assert host_update.schedule(scan) is scan
   with pytest.raises(ConfigError, match="update_loop"):
     _config(update_loop="hosted")
 
@@ -103,9 +110,8 @@ def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_re
   them: any split gives the scan loop's parameters and metrics."""
   monkeypatch.setattr(parts, "usable_cpus", lambda: cores)
   monkeypatch.setattr(measured, "GRADIENT_SHARE_FRAMES", frames)
-  config = _config(update_loop="host")
-  assert model._gradient_shares(config, _filled_state(config)[1].info,
-                                _sequences_like(config)).count == count
+  pieces = make_ppo(_config(update_loop="host")).update_pieces
+  assert host_update.gradient_shares(pieces, MINIBATCH_SEQUENCES).count == count
   results = {}
   for loop in ("scan", "host"):
     agent, state = _filled_state(_config(update_loop=loop))
@@ -116,9 +122,8 @@ def test_minibatch_gradients_in_equal_shares_side_by_side_give_the_scan_loops_re
 def test_the_kl_penalty_objective_keeps_whole_minibatches(monkeypatch):
   """Its cutoff is not linear in the batch: a mean of shares would change the gradient."""
   monkeypatch.setattr(measured, "GRADIENT_SHARE_FRAMES", 1)
-  config = _config(update_loop="host", policy_objective="kl_penalty")
-  info = _filled_state(config)[1].info
-  assert model._gradient_shares(config, info, _sequences_like(config)).count == 1
+  pieces = make_ppo(_config(update_loop="host", policy_objective="kl_penalty")).update_pieces
+  assert host_update.gradient_shares(pieces, MINIBATCH_SEQUENCES).count == 1
 
 
 def test_a_large_model_takes_its_optimizer_step_per_leaf_with_the_same_result(monkeypatch):
@@ -134,9 +139,8 @@ def test_a_large_model_takes_its_optimizer_step_per_leaf_with_the_same_result(mo
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def _sequences_like(config: PPOConfig):
-  """Stand-in sequences ``[S, L]``: 2 envs x ``rollout_length`` one-step sequences."""
-  return np.zeros((2 * config.rollout_length, 1))
+# a minibatch of ``_config``'s rollout: 2 envs x 8 steps in one-step sequences, 4 minibatches
+MINIBATCH_SEQUENCES = 4
 
 
 @pytest.mark.parametrize("frames", [4, 6, 1000])
@@ -150,7 +154,7 @@ def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch,
   want = model._values_of_both(nets, state.params,
                                model.normalize_obs(config, state, state.buffer.obs),
                                model.normalize_obs(config, state, state.buffer.next_obs))
-  got = model._values_in_chunks(config, state)
+  got = host_update.values_in_chunks(agent.update_pieces, state)
   for g, w in zip(got, want):
     assert g.shape == w.shape == (8, 2)
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
@@ -158,15 +162,16 @@ def test_values_in_chunks_over_threads_equal_the_values_of_one_call(monkeypatch,
 
 @pytest.mark.gymnax
 @pytest.mark.parametrize("seeds", [None, 2])
-def test_a_top_level_update_runs_the_chunk_the_nested_loop_runs(seeds):
-  """``Model.top_level_update`` (PPO's host loop): the driver runs each rollout and each
-  update as top-level programs; the same states and infos as the update nested in the
-  chunk's scan, and chunks still chain."""
+def test_an_update_run_from_the_host_runs_the_chunk_the_nested_loop_runs(seeds):
+  """An update the drivers run from the host (``host_update.on_host``, PPO's host loop): the
+  driver runs each rollout and each update as top-level programs; the same states and infos
+  as the same update nested in the chunk's scan, and chunks still chain."""
   env = make_vec("CartPole-v1", 2)
   agent = make_ppo(PPOConfig(rollout_length=8, update_epochs=2, batch_size=4,
                              policy_objective="clip", update_loop="host"))
-  assert agent.top_level_update == host_update_loop(PPOConfig(update_loop="host"))
-  nested = dataclasses.replace(agent, top_level_update=False)
+  assert host_update.on_host(agent)
+  # the host update, without the pieces that tell the driver to run it on top
+  nested = dataclasses.replace(host_update.schedule(agent), update_pieces=None)
   start = fused.init_sim(env, agent, jax.random.key(3), num_seeds=seeds)
   top_sim, top_infos = fused.make_run_chunk(env, agent, num_seeds=seeds)(start, 3)
   sim, infos = fused.make_run_chunk(env, nested, num_seeds=seeds)(start, 3)

@@ -34,6 +34,7 @@ from batchrl.configclass import ConfigError, from_dict
 from batchrl.errors import UserInputError
 from batchrl.export import Policy, check_format, export_policy, space_policy
 from batchrl.specs import EnvSpec
+from batchrl.train import host_update
 
 STAGE_DEPTH = 8  # how many steps one stream may run ahead of the others
 SHARED_RUNTIMES = 8  # runtimes (with their programs) kept for agents of the same structure
@@ -176,6 +177,9 @@ def _build(spec: dict) -> Runtime:
     model = _config_model(spec["type"], spec["config"])
   else:
     model = agent_type.build(dict(spec.get("config") or {}), context)
+  # the update as batchrl's drivers run it (``batchrl.train.host_update``: from the host
+  # where the model's config asks for it, e.g. PPO's update_loop='auto' on the CPU)
+  model = host_update.schedule(model)
   parts = AgentParts(model, n, STAGE_DEPTH, adapters.preprocess, adapters.reward_preprocess,
                 adapters.explore, adapters.explore_init)
   return Runtime(spec, adapters, parts)

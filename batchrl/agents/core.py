@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from batchrl.agents.update_pieces import UpdatePieces
 from batchrl.specs import EnvSpec
 
 PyTree = Any
@@ -82,11 +83,10 @@ class Model:
     learned_updates: for models whose ``update`` may run without learning (replay agents
       before ``first_update``, VPG waiting for whole episodes), ``(state) -> int[]``: the
       count of updates that learned. None: every update learns.
-    top_level_update: whether drivers should run ``update`` as its own top-level program
-      between compiled rollouts rather than inside their compiled loop (same results). For
-      an update that leaves the program through a host callback to run programs of its
-      own (PPO's host update loop): called from inside a loop, XLA:CPU gave those programs
-      one core.
+    update_pieces: for an update of epochs of minibatch steps, the same update as pure
+      pieces (``batchrl.agents.update_pieces.UpdatePieces``) whose composition in one scan
+      ``update`` is; a driver may run the pieces otherwise (``batchrl.train.host_update``:
+      each a top-level program). None: ``update`` is the only form.
     scratch: names of state fields (the state is a NamedTuple) that hold nothing between
       updates: overwritten before they are read again (PPO's rollout buffer). Run
       checkpoints, written between updates, leave them out (``without_scratch``) and take
@@ -110,7 +110,7 @@ class Model:
   summarize: Callable[[PyTree], dict] | None = None
   on_policy: bool = True
   learned_updates: Callable[[PyTree], jax.Array] | None = None
-  top_level_update: bool = False
+  update_pieces: UpdatePieces | None = None
   scratch: tuple[str, ...] = ()
   memory: tuple[str, ...] = ()
 

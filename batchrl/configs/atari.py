@@ -30,12 +30,13 @@ device at hand.
 CPU throughput. XLA:CPU runs convolution gradients about 10x slower inside any
 ``lax.scan``/``while`` body than in a top-level program (jax issue #12868, open; measured
 here with jax 0.10 at 128 frames: 0.21 CPU-s top-level, 3.5 CPU-s inside a scan).
-``ppo_atari`` therefore sets ``update_loop="auto"``: on the CPU, PPO's update leaves the
-compiled program through one ``jax.pure_callback`` and runs its pieces (values, each
-minibatch step, the final KL) as top-level compiled calls (``batchrl.agents.ppo.model.
-host_update``; the same steps in the same order, the same parameters up to float rounding,
-tested), and the driver runs that update as its own program between compiled rollouts
-(``Model.top_level_update``); on a GPU the update stays in the scan.
+``ppo_atari`` therefore sets ``update_loop="auto"``: on the CPU, the drivers run the pure
+pieces PPO's update is made of (``Model.update_pieces``: values, each minibatch step, the
+final KL) as top-level compiled calls from the host, reached from the compiled program
+through one ``jax.pure_callback`` (``batchrl.train.host_update``; the same steps in the same
+order as the scan, the same parameters up to float rounding, tested), and run that update as
+its own program between compiled rollouts (``batchrl.train.fused.make_run_chunk``); on a GPU
+the update stays in the scan.
 
 What made the update fast on the 2-core CPU (2026-11-26, one update of 1024 frames, idle
 machine): 8.3 s -> 2.8 s.

@@ -1,7 +1,8 @@
 """Training: ``fused`` (whole runs as compiled programs over in-graph envs), ``build`` (a
-run's env and agent), ``schedule``, ``metrics``, ``rundir`` (config, resume, checkpoints),
-the ``Trainer`` protocol (``trainer``), ``LocalTrainer`` (``local``) and the driver loop
-(``loop``). The Ray trainer is ``batchrl.distributed``; ``batchrl train`` picks one."""
+run's env and agent), ``host_update`` (an update's pure pieces run from the host),
+``schedule``, ``metrics``, ``rundir`` (config, resume, checkpoints), the ``Trainer`` protocol
+(``trainer``), ``LocalTrainer`` (``local``) and the driver loop (``loop``). The Ray trainer is
+``batchrl.distributed``; ``batchrl train`` picks one."""
 from batchrl.train.fused import (
   first_episode_stats,
   init_sim,

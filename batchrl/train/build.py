@@ -27,6 +27,7 @@ from batchrl.envs.preprocessed import PreprocessedEnv, build_env_stack, parse_sp
 from batchrl.envs.wrappers import batch_ppo_stack
 from batchrl.errors import UserInputError
 from batchrl.specs import EnvSpec
+from batchrl.train import host_update
 
 
 def make_host_env(env_id: str, max_length: int | None, normalize_ranges: bool,
@@ -90,8 +91,9 @@ def close_env(env) -> None:
 
 
 def build_model(exp: Experiment):
-  """The experiment's ``Model``, from its agent's family and config."""
-  return family(exp.agent).make(exp.config)
+  """The experiment's ``Model``, from its agent's family and config, its update scheduled
+  as the drivers run it (``host_update.schedule``: from the host, where it asks for that)."""
+  return host_update.schedule(family(exp.agent).make(exp.config))
 
 
 def agent_spaces(run: RunConfig) -> tuple:

@@ -31,6 +31,7 @@ from batchrl import programs
 from batchrl.agents.core import Model, Transition
 from batchrl.simulation import Rollout, SimState, episode_stats, restart, simulate
 from batchrl.simulation import init as init_simulation
+from batchrl.train import host_update
 
 
 def make_iteration(env, agent: Model, steps_per_iteration: int | None = None
@@ -227,8 +228,8 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
   """
   if num_seeds is not None:
     _check_seeds(num_seeds)
-  if agent.top_level_update and agent.period is not None:
-    return _iterate_on_top(env, agent, num_seeds, on_iteration)
+  if host_update.on_host(agent) and agent.period is not None:
+    return _iterate_on_top(env, host_update.schedule(agent), num_seeds, on_iteration)
   iteration = make_iteration(env, agent, steps_per_iteration)
   if num_seeds is not None:
     # the loop outside the vmap (not a vmap of the loop): one program either way, and host
@@ -255,9 +256,10 @@ def make_run_chunk(env, agent: Model, *, num_seeds: int | None = None,
 
 def _iterate_on_top(env, agent: Model, num_seeds: int | None,
                     on_iteration: Callable[[int], None] | None = None):
-  """``run_chunk`` for a model with ``top_level_update``: each iteration is one compiled
-  rollout of ``agent.period`` steps, then ``agent.update`` as a top-level program, the
-  same computation as ``_store_then_update`` in the same order.
+  """``run_chunk`` for a model whose update runs from the host (``host_update.on_host``;
+  ``agent`` scheduled so): each iteration is one compiled rollout of ``agent.period`` steps,
+  then ``agent.update`` as a top-level program, the same computation as
+  ``_store_then_update`` in the same order.
 
   Why: measured on ``ppo_atari`` (2 cores), the host update of 1024 frames takes 2.7 s on
   its own and 4.4 s nested in the chunk's loop, where XLA ran its programs on one core."""

@@ -22,7 +22,7 @@ from batchrl import programs, simulation
 from batchrl.configclass import ConfigError
 from batchrl.configs import Experiment
 from batchrl.parts import LaneSplit, PartRunner
-from batchrl.train import fused
+from batchrl.train import fused, host_update
 from batchrl.train.build import (
   build_env,
   build_model,
@@ -98,10 +98,10 @@ class LocalTrainer:
     self.sim = fused.init_sim(self.env, self.agent, jax.random.key(exp.run.seed), seeds)
     self.iteration = 0
     # seeds are independent lanes: on a CPU, one part of them per core, side by side. Not
-    # for a top-level update: it spreads itself over the cores, and two parts' updates at
-    # once hung (each one's host callback dispatches programs of its own). Nor for host
-    # envs: their lanes step in one host batch
-    split = seeds and not self.agent.top_level_update and not host
+    # for an update run from the host (``host_update``): it spreads itself over the cores,
+    # and two parts' updates at once hung (each one's host callback dispatches programs of
+    # its own). Nor for host envs: their lanes step in one host batch
+    split = seeds and not host_update.on_host(self.agent) and not host
     self._parts = LaneSplit.for_backend(seeds) if split else LaneSplit(seeds or 1, 1)
     self._runner = PartRunner(self._parts)
     # evaluation compiles on another core while the first chunk compiles and runs

@@ -54,7 +54,7 @@ from batchrl.logging import RunLogger
 from batchrl.memories import available_bytes
 from batchrl.parts import LaneSplit, PartRunner
 from batchrl.simulation import init as init_simulation
-from batchrl.train import fused
+from batchrl.train import fused, host_update
 from batchrl.train.build import build_env, close_env, eval_cap, eval_kind, eval_steps
 from batchrl.train.metrics import summarize
 from batchrl.train.rundir import prepare_run, save_sim
@@ -102,7 +102,7 @@ def why_not_batched(exp: Experiment, opts: TuneOptions) -> str | None:
   if opts.seeds_per_trial > 1:
     return (f"--seeds-per-trial {opts.seeds_per_trial} trains each trial's seeds side by "
             "side instead")
-  if family(exp.agent).make(exp.config).top_level_update:
+  if host_update.on_host(family(exp.agent).make(exp.config)):
     # its update is a host callback running programs of its own, built from the config's
     # values: traced (batched) values cannot reach it
     loop = getattr(exp.config, "update_loop", None)

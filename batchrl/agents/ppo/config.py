@@ -78,11 +78,12 @@ class PPOConfig:
   entropy_coef: float = param(0.0, "Weight of the entropy bonus.")
 
   update_loop: Literal["scan", "host", "auto"] = param(
-      "scan", "How an update runs its minibatch steps: 'scan' (a lax.scan inside the compiled "
-      "program), 'host' (a host callback running one top-level compiled call per step: "
-      "XLA:CPU runs convolution gradients about 10x slower inside loops, jax issue #12868), "
-      "'auto' ('host' on the CPU backend, 'scan' elsewhere). Same result up to float "
-      "rounding.")
+      "scan", "How batchrl's drivers run an update's minibatch steps: 'scan' (a lax.scan "
+      "inside the compiled program), 'host' (from the host, one top-level compiled call per "
+      "step: XLA:CPU runs convolution gradients about 10x slower inside loops, jax issue "
+      "#12868; batchrl.train.host_update), 'auto' ('host' on the CPU backend, 'scan' "
+      "elsewhere). Same result up to float rounding. The model's own update (make_ppo) "
+      "always scans.")
 
   # returns and advantages
   discount: float = param(0.995, "Reward discount.")

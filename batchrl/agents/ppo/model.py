@@ -10,6 +10,8 @@ action size. The algorithm, top to bottom:
   update  normalize the rollout with the current statistics -> values of the network before
           the update -> returns / advantages -> ``update_epochs`` passes of minibatch Adam
           steps -> KL of the new policy on the whole rollout -> adapt the KL penalty beta
+          (pure pieces, ``update_pieces``, that ``update`` composes in one scan; a driver may
+          run them as programs of their own: ``batchrl.train.host_update``)
 
 The old policy of the ratio and of the KL is the one that acted (stored in the rollout),
 as in the original.
@@ -26,18 +28,17 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from batchrl import measured, programs
+from batchrl import measured
 from batchrl.agents import spaces
 from batchrl.agents.core import Model, Transition
 from batchrl.agents.ppo import losses, shuffle
 from batchrl.agents.ppo.config import PPOConfig
 from batchrl.agents.ppo.networks import PPONetworks, make_networks, make_spec_networks, reset_carry
 from batchrl.agents.spaces import SpaceInfo, space_info
+from batchrl.agents.update_pieces import Prepared, UpdatePieces, scan_update
 from batchrl.configclass import ConfigError
-from batchrl.networks import conv
 from batchrl.ops.returns import discounted_returns, generalized_advantages
 from batchrl.ops.running_stats import RunningStats
-from batchrl.parts import LaneSplit, PartRunner, largest_divisor
 from batchrl.specs import EnvSpec
 
 
@@ -89,18 +90,19 @@ def make_ppo(config: PPOConfig | None = None) -> Model:
   config = PPOConfig() if config is None else config
   if not isinstance(config, PPOConfig):
     raise TypeError(f"make_ppo takes a PPOConfig, got {type(config).__name__}.")
+  pieces = update_pieces(config)
   return Model(
       init=lambda key, spec: init(config, key, spec),
       act=lambda state, obs, key, deterministic=False: act(config, state, obs, key,
                                                            deterministic),
       store=lambda state, transition: store(config, state, transition),
-      update=lambda state: update(config, state),
+      update=functools.partial(scan_update, pieces),
       ready=lambda state: state.step >= config.rollout_length,
       track=lambda state, transition: track(config, state, transition),
       period=config.rollout_length,
       name="ppo",
       summarize=lambda state: summarize(config, state),
-      top_level_update=host_update_loop(config),
+      update_pieces=pieces,
       scratch=("buffer",))  # refilled from index 0 after each update (step == 0)
 
 
@@ -273,54 +275,62 @@ def track(config: PPOConfig, state: PPOState, transition: Transition) -> PPOStat
 
 
 def update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
-  """Trains on the stored rollout; returns the new state (rollout emptied) and metrics.
-
-  With ``config.update_loop`` resolving to ``"host"`` (``host_update_loop``) the same
-  computation runs through one ``jax.pure_callback`` as top-level compiled calls, one per
-  minibatch step (``host_update``)."""
-  if host_update_loop(config):
-    return _through_host(config, state)
-  return _scan_update(config, state)
+  """Trains on the stored rollout; returns the new state (rollout emptied) and metrics: the
+  pieces of ``update_pieces`` in one scan."""
+  return scan_update(update_pieces(config), state)
 
 
-def _through_host(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
-  """``host_update`` as one ``pure_callback``; the RNG key crosses as its raw data (callbacks
-  take plain arrays only)."""
-  impl = jax.random.key_impl(state.key)
-  raw = lambda s: s._replace(key=jax.random.key_data(s.key))
-  typed = lambda s: s._replace(key=jax.random.wrap_key_data(s.key, impl=impl))
-
-  def on_host(raw_state):
-    new_state, metrics = host_update(config, typed(raw_state))
-    return jax.device_get((raw(new_state), metrics))
-
-  def scan_raw(s):
-    new_state, metrics = _scan_update(config, s)
-    return raw(new_state), metrics
-
-  shapes = jax.eval_shape(scan_raw, state)
-  new_state, metrics = jax.pure_callback(on_host, shapes, raw(state), vmap_method="sequential")
-  return typed(new_state), metrics
-
-
-def host_update_loop(config: PPOConfig) -> bool:
-  """Whether ``update`` runs its minibatch loop on the host: ``update_loop='host'``, or
-  ``'auto'`` on the CPU backend.
-
-  Why: XLA:CPU runs convolution gradients about 10x slower inside any ``lax.scan``/``while``
-  body than in a top-level program (jax issue #12868; measured here, a Nature-CNN Adam step
-  of 128 frames: 0.21 CPU-s top-level, 3.5 CPU-s inside a scan), and a training chunk holds
-  the update inside its loop of iterations. A host callback is a top-level program again."""
-  if config.update_loop == "auto":
-    return jax.default_backend() == "cpu"
-  return config.update_loop == "host"
+def update_pieces(config: PPOConfig) -> UpdatePieces:
+  """The update as pure pieces (``batchrl.agents.update_pieces``): ``update`` composes them
+  in one scan; a driver may run them otherwise (``config.update_loop``, a declaration that
+  ``batchrl.train.host_update`` reads), with the same result up to float rounding."""
+  return UpdatePieces(
+      prepare=functools.partial(_prepared, config),
+      value_frames=lambda state: (state.buffer.obs, state.buffer.next_obs),
+      values=functools.partial(values_of, config),
+      batches=functools.partial(_epoch_batches, config),
+      gradients=functools.partial(_gradients, config),
+      apply=functools.partial(_apply, config),
+      finish=functools.partial(_finish, config),
+      # the clipped objective is a mean of per-step terms; the KL penalty's cutoff is not
+      # linear in the batch
+      mean_of_shares=config.policy_objective == "clip",
+      item_frames=config.steps_chunk,
+      loop=config.update_loop)
 
 
-def _scan_update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
-  nets = _networks(config, state.info)
-  data, sequences, key, epochs_key = _update_data(config, nets, state)
-  params, opt_state, metrics = train_epochs(config, nets, state, sequences, epochs_key)
-  return _finish_update(config, nets, state, data, sequences, key, params, opt_state, metrics)
+def _prepared(config: PPOConfig, state: PPOState, values=None) -> Prepared:
+  """The sequences to train on, one shuffling key per epoch, ``(params, opt_state)``."""
+  data, sequences, key, epochs_key = _update_data(config, _networks(config, state.info),
+                                                  state, values)
+  return Prepared((data, sequences, key), jax.random.split(epochs_key, config.update_epochs),
+                  (state.params, state.opt_state))
+
+
+def values_of(config: PPOConfig, state: PPOState, obs) -> jax.Array:
+  """``V(obs)`` ``[t, B]`` of any ``t`` steps of the rollout's observations, under the
+  parameters before the update."""
+  return _networks(config, state.info).value(state.params,
+                                             normalize_with(config, state.obs_stats, obs))
+
+
+def _epoch_batches(config: PPOConfig, state: PPOState, data, key):
+  return epoch_batches(config, state.info, data[1], key)
+
+
+def _gradients(config: PPOConfig, state: PPOState, carry, batch: UpdateData):
+  return minibatch_gradients(config, _networks(config, state.info), state.penalty, carry[0],
+                             batch)
+
+
+def _apply(config: PPOConfig, state: PPOState, carry, grads, metrics):
+  return apply_gradients(config, state.info, carry, grads, metrics)
+
+
+def _finish(config: PPOConfig, state: PPOState, data, carry, metrics):
+  data, sequences, key = data
+  return _finish_update(config, _networks(config, state.info), state, data, sequences, key,
+                        *carry, metrics)
 
 
 def _update_data(config: PPOConfig, nets: PPONetworks, state: PPOState, values=None):
@@ -347,128 +357,12 @@ def _finish_update(config: PPOConfig, nets: PPONetworks, state: PPOState, data: 
   return state, metrics
 
 
-def _top_level(fun):
-  """``fun`` traced with ``conv.top_level_program()``: its convolutions as XLA's own, the
-  faster outside a loop (``batchrl.networks.conv``)."""
-  @functools.wraps(fun)
-  def traced(*args):
-    with conv.top_level_program():
-      return fun(*args)
-  return traced
-
-
-# The host loop's pieces: each a top-level compiled program (config and SpaceInfo static).
-@functools.partial(programs.jit, kind="loop", static_argnums=0)
-@_top_level
-def _host_prepare(config: PPOConfig, state: PPOState, values):
-  return _update_data(config, _networks(config, state.info), state, values)
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
-@_top_level
-def _host_values(config: PPOConfig, info: SpaceInfo, params, obs_stats, obs):
-  """``V(obs)`` ``[t, B]`` under the parameters before the update (the rollout is not an
-  argument: only the frames of this call)."""
-  return _networks(config, info).value(params, normalize_with(config, obs_stats, obs))
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
-def _host_epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateData, key):
-  return epoch_batches(config, info, sequences, key)
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
-@_top_level
-def _host_minibatch_step(config: PPOConfig, info: SpaceInfo, carry, penalty, batch):
-  return minibatch_step(config, _networks(config, info), info, penalty, carry, batch)
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
-@_top_level
-def _host_gradients(config: PPOConfig, info: SpaceInfo, params, penalty, share):
-  return minibatch_gradients(config, _networks(config, info), penalty, params, share)
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=(0, 1))
-def _host_apply_mean(config: PPOConfig, info: SpaceInfo, carry, grads: list, metrics: list):
-  mean = lambda *shares: jnp.mean(jnp.stack(shares), axis=0)
-  return apply_gradients(config, info, carry, jax.tree.map(mean, *grads),
-                         jax.tree.map(mean, *metrics))
-
-
-@functools.partial(programs.jit, kind="loop", static_argnums=0)
-@_top_level
-def _host_finish(config: PPOConfig, state: PPOState, data, sequences, key, params, opt_state,
-                 metrics):
-  metrics = jax.tree.map(lambda m: jnp.mean(jnp.stack(m)), metrics,
-                         is_leaf=lambda m: isinstance(m, list))
-  return _finish_update(config, _networks(config, state.info), state, data, sequences, key,
-                        params, opt_state, metrics)
-
-
-def host_update(config: PPOConfig, state: PPOState) -> tuple[PPOState, dict]:
-  """``update`` as a host loop of top-level compiled calls (``host_update_loop``): the same
-  steps in the same order as the scan, so the same result up to float rounding."""
-  info = state.info
-  data, sequences, key, epochs_key = _host_prepare(config, state,
-                                                   _values_in_chunks(config, state))
-  carry, steps = (state.params, state.opt_state), []
-  shares = _gradient_shares(config, info, sequences)
-  with PartRunner(LaneSplit.for_backend(shares.count)) as runner:
-    for epoch_key in jax.random.split(epochs_key, config.update_epochs):
-      batches = _host_epoch_batches(config, info, sequences, epoch_key)
-      for i in range(jax.tree.leaves(batches)[0].shape[0]):
-        batch = jax.tree.map(lambda x: x[i], batches)
-        if shares.count == 1:
-          carry, metrics = _host_minibatch_step(config, info, carry, state.penalty, batch)
-        else:
-          each = runner.map(functools.partial(_host_gradients, config, info, carry[0],
-                                              state.penalty), shares.split(batch))
-          carry, metrics = _host_apply_mean(config, info, carry, *map(list, zip(*each)))
-        steps.append(metrics)
-  metrics = {name: [m[name] for m in steps] for name in steps[0]}
-  return _host_finish(config, state, data, sequences, key, *carry, metrics)
-
-
-def _values_in_chunks(config: PPOConfig, state: PPOState):
-  """``V(obs), V(next_obs)`` ``[T, B]`` of the rollout, in equal calls of at most
-  ``measured.VALUE_CHUNK_FRAMES`` frames (``T`` cut at a divisor; at least one step per
-  call) over one thread per usable core. The same values, up to float rounding, as ``prepare``'s."""
-  steps, batch = state.buffer.reward.shape
-  per_call = largest_divisor(steps, measured.VALUE_CHUNK_FRAMES // batch)
-  cuts = [(start, start + per_call) for start in range(0, steps, per_call)]
-
-  def values_of(obs, runner):
-    call = lambda cut: _host_values(config, state.info, state.params, state.obs_stats,
-                                    jax.tree.map(lambda x: x[cut[0]:cut[1]], obs))
-    return jnp.concatenate(runner.map(call, cuts))
-
-  with PartRunner(LaneSplit.for_backend(len(cuts))) as runner:
-    return values_of(state.buffer.obs, runner), values_of(state.buffer.next_obs, runner)
-
-
-def _gradient_shares(config: PPOConfig, info: SpaceInfo, sequences: UpdateData) -> LaneSplit:
-  """The equal shares ``host_update`` differentiates each minibatch in, side by side on the
-  usable cores (``host_update`` averages their gradients): shares of at most
-  ``measured.GRADIENT_SHARE_FRAMES`` frames (at least one sequence), a multiple of the cores
-  that divide the minibatch. Only with the clip objective, a mean of per-step terms (the KL
-  penalty's cutoff is not linear in the batch): otherwise whole minibatches."""
-  num_sequences, length = jax.tree.leaves(sequences)[0].shape[:2]
-  minibatch = num_sequences // _num_minibatches(config, info)
-  if config.policy_objective != "clip":
-    return LaneSplit(minibatch, 1)
-  threads = LaneSplit.unpadded(minibatch).count
-  per_thread = minibatch // threads
-  share = largest_divisor(per_thread, measured.GRADIENT_SHARE_FRAMES // length)
-  return LaneSplit(minibatch, minibatch // share)
-
-
 def prepare(config: PPOConfig, nets: PPONetworks, state: PPOState,
             values=None) -> UpdateData:
   """Normalized ``[T, B]`` training data: values before the update, returns, advantages.
 
-  ``values``: ``(V(obs), V(next_obs))`` ``[T, B]`` when computed already (the host loop
-  computes them in chunks); None computes them here."""
+  ``values``: ``(V(obs), V(next_obs))`` ``[T, B]`` when computed already (a driver may
+  compute them in chunks, ``values_of``); None computes them here."""
   batch = state.buffer
   obs = normalize_obs(config, state, batch.obs)
   rewards = normalize_rewards(config, state, batch.reward)
@@ -582,13 +476,6 @@ def apply_gradients(config: PPOConfig, info: SpaceInfo, carry, grads, metrics):
   return (params, opt_state), dict(metrics, grad_norm=grad_norm)
 
 
-def minibatch_step(config: PPOConfig, nets: PPONetworks, info: SpaceInfo, penalty, carry,
-                   batch: UpdateData):
-  """One Adam step on one minibatch of sequences; ``carry = (params, opt_state)``."""
-  grads, metrics = minibatch_gradients(config, nets, penalty, carry[0], batch)
-  return apply_gradients(config, info, carry, grads, metrics)
-
-
 def epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateData, key):
   """One epoch's minibatches ``[M, S / M, ...]``: the sequences shuffled by ``key``."""
   num_minibatches = _num_minibatches(config, info)
@@ -599,20 +486,3 @@ def epoch_batches(config: PPOConfig, info: SpaceInfo, sequences: UpdateData, key
   split = lambda x: x[order].reshape(
       (num_minibatches, num_sequences // num_minibatches) + x.shape[1:])
   return jax.tree.map(split, sequences)
-
-
-def train_epochs(config: PPOConfig, nets: PPONetworks, state: PPOState,
-                 sequences: UpdateData, key: jax.Array):
-  """``update_epochs`` shuffled passes of minibatch Adam steps over ``[S, L]`` sequences.
-
-  Returns the new params and optimizer state, and the loss metrics averaged over steps.
-  """
-  info = state.info
-  step = functools.partial(minibatch_step, config, nets, info, state.penalty)
-
-  def epoch(carry, epoch_key):
-    return jax.lax.scan(step, carry, epoch_batches(config, info, sequences, epoch_key))
-
-  keys = jax.random.split(key, config.update_epochs)
-  (params, opt_state), metrics = jax.lax.scan(epoch, (state.params, state.opt_state), keys)
-  return params, opt_state, jax.tree.map(jnp.mean, metrics)
