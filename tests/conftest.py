@@ -230,8 +230,11 @@ def _fast_compile_unless_slow(request, monkeypatch):
   XLA's LLVM optimization (``BATCHRL_FAST_COMPILE=all``, inherited by the commands they
   start): their runs are a few iterations, so compiling is nearly all of their time, and CI
   starts with an empty compilation cache. The learning tests and end-to-end runs (``slow``)
-  keep the optimized programs users get; so does a run with ``BATCHRL_FAST_COMPILE`` set."""
+  keep the optimized programs users get, as do the tests marked ``optimized`` (they compare
+  a program's values with another compiled otherwise, or with recorded digests), and a run
+  with ``BATCHRL_FAST_COMPILE`` set."""
   if (request.node.get_closest_marker("slow") is None
+      and request.node.get_closest_marker("optimized") is None
       and programs.FAST_COMPILE_ENV not in os.environ):
     monkeypatch.setenv(programs.FAST_COMPILE_ENV, "all")
 

@@ -284,6 +284,7 @@ def test_categorical_kl_penalty_trains_deterministically(cartpole_setup):
 
 
 @pytest.mark.gymnax
+@pytest.mark.optimized  # one scan (jax.jit) against chunks (programs.jit): the same options
 def test_chunks_chain_exactly_like_one_scan(cartpole_setup):
   env, agent, run_chunk = cartpole_setup  # n=1 and n=3 compiled by the tests above
   sim = fused.init_sim(env, agent, jax.random.key(0))

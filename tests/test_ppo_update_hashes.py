@@ -23,6 +23,9 @@ from batchrl import parts
 from tests.test_offpolicy_update_hashes import RECORDED_WITH, digest, versions
 from tests.test_ppo_host_update import _config, _filled_state
 
+# values compared across compilations or with recorded digests: XLA's optimized programs
+pytestmark = pytest.mark.optimized
+
 CORES = 2
 CASES = {
     "scan": dict(update_loop="scan"),

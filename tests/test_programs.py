@@ -11,6 +11,9 @@ import pytest
 
 from batchrl import programs
 
+# values compared across compilations or with recorded digests: XLA's optimized programs
+pytestmark = pytest.mark.optimized
+
 CPU = jax.default_backend() == "cpu"
 
 

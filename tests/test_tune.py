@@ -659,6 +659,7 @@ def _host_leaves(tree) -> list[np.ndarray]:
 
 
 @pytest.mark.gymnax
+@pytest.mark.optimized  # a lone trial against a group, each compiled as a run compiles it
 def test_a_trial_in_a_group_is_the_trial_alone_up_to_the_rounding_of_batched_arithmetic():
   """What makes a grouped trial differ from the same values alone is float rounding alone:
   after an update its keys, env states and observations are the solo run's bit for bit and
