@@ -118,6 +118,15 @@ def jit(fun: Callable, kind: str, **jit_kwargs) -> Callable:
   return call
 
 
+def jit_now(fun: Callable, kind: str, **jit_kwargs) -> Callable:
+  """``jax.jit(fun, **jit_kwargs)`` with ``compiler_options(kind)`` read now: a plain
+  ``jax.jit``, for programs built when they are about to run and called where every
+  microsecond counts (the object API's act costs tens of them; ``jit``'s per-call check for
+  tracers would add several). Never call it inside another transformation: JAX takes
+  compiler options only on the outermost program."""
+  return jax.jit(fun, compiler_options=compiler_options(kind) or None, **jit_kwargs)
+
+
 def compile_ahead(lower: Callable) -> threading.Thread:
   """Compiles what ``lower()`` lowers (``lambda: program.lower(*args)``, ``program`` a
   ``jit``) in a thread, and returns the thread: ``join()`` it before the program's first

@@ -154,7 +154,6 @@ def _states_sample(spec: dict, rng):
   return rng.normal(size=spec["shape"]).astype(np.float32)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NETWORK_STATES))
 def test_network_configs_act_and_update(name):
   from batchrl import Agent

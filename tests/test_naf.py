@@ -340,11 +340,13 @@ def pendulum_progress(config: NAFConfig, seeds: int, evals: int, iterations: int
 
 @pytest.mark.gymnax
 @pytest.mark.slow
-def test_named_config_learns_pendulum_and_reaches_minus_250_within_30k_steps():
+def test_named_config_learns_pendulum_and_reaches_minus_250_within_20k_steps():
   """The naf_pendulum settings, 3 seeds, a greedy evaluation every 5k steps: each seed starts
-  below -1100 (untrained, about -1500), is above -900 at 10k and reaches -250 by 30k.
-  Measured (2026-12-06): -1602/-1509/-1514 untrained, -503/-646/-167 at 10k, best
-  -157/-122/-126."""
-  scores = pendulum_progress(pendulum_naf(), seeds=3, evals=6, iterations=1250)
+  below -1100 (untrained, about -1500), is above -900 at 10k and reaches -250 by 20k.
+  Measured (2026-12-07, seeds 0-2 vmapped) every 5k steps to 30k: -1602/-1509/-1514
+  untrained, -1308/-1412/-1327, -503/-646/-167, -157/-122/-203, -182/-124/-128,
+  -189/-271/-126, -168/-191/-131: the best by 20k is -157/-122/-128, 93 above the bar at
+  least (the test stopped at 30k before, a third longer for the same assertions)."""
+  scores = pendulum_progress(pendulum_naf(), seeds=3, evals=4, iterations=1250)
   assert (scores[0] < -1100).all() and (scores[2] > -900).all(), scores
   assert (scores.max(axis=0) >= -250).all(), scores

@@ -48,7 +48,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 from batchrl import checkpoint, presets
@@ -155,7 +154,7 @@ class Agent:
     self._seed = int(spec["seed"])
     # the state's program is traced now (a spec the model cannot build raises here) and
     # compiled at first use (``_device``): compiling it is most of a creation's time
-    jax.eval_shape(self._rt.init_state, self._seed)
+    self._rt.state_shapes(self._seed)
     n = self.parallel_interactions
     self._streams = Streams(n, spec["max_episode_timesteps"], self._rt.parts.model.period)
     self._fast = None  # DeferredCommits once an act of all streams found the agent fit
@@ -223,7 +222,7 @@ class Agent:
     """What the agent is, in a few lines: its type, states, actions and streams, then each
     network with its parameter count and weight shapes (what ``network='auto'`` and the
     agent's defaults built: see ``Agent.create``). Needs no compilation."""
-    shapes = jax.eval_shape(self._rt.init_state, self._seed)  # its trace is cached
+    shapes = self._rt.state_shapes(self._seed)  # its trace is cached
     spec = self.spec
     streams = self.parallel_interactions
     built = (f"preset={spec['preset']!r}" if spec.get("preset") is not None

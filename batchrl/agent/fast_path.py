@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl import jax_internals
+from batchrl import jax_internals, programs
 from batchrl.agent import interaction
 from batchrl.agent.adapters import Adapters
 from batchrl.agent.interaction import AgentParts, AgentState
@@ -191,15 +191,16 @@ def _act_only_program(adapters: Adapters, parts: AgentParts, plan: FastPlan, det
     return interaction.act_only(parts, plan.layout, _model_from(plan, read), pstate,
                                 xstate, words, deterministic=deterministic)
   if plan.carries:
-    return jax.jit(run, donate_argnums=(1, 2))
+    return programs.jit_now(run, "long", donate_argnums=(1, 2))
   n = parts.num_streams
-  return jax.jit(lambda read, words: run(read, adapters.preprocess_init(n),
-                                         adapters.explore_init(n), words)[2])
+  return programs.jit_now(lambda read, words: run(read, adapters.preprocess_init(n),
+                                                  adapters.explore_init(n), words)[2],
+                          "long")
 
 
 def _commit_rows_program(parts: AgentParts, plan: FastPlan):
-  return jax.jit(functools.partial(interaction.commit_rows, parts, plan.layout),
-                 donate_argnums=0)
+  return programs.jit_now(functools.partial(interaction.commit_rows, parts, plan.layout),
+                          "long", donate_argnums=0)
 
 
 def _key_chain_program(plan: FastPlan, steps: int):
