@@ -183,8 +183,12 @@ def test_td3_actor_climbs_the_first_critic_or_with_actor_q_min_the_smaller_one()
   np.testing.assert_allclose(jax.grad(lambda w_: deterministic_actor_loss(
       nets, w_, None, obs, q_of=smallest_critic)[0])(w), -(2 * 0.5 + 2.0) / 2)
   model = make_td3(TD3Config(**TINY, actor_q="min"))  # the option reaches the update
-  state, metrics = jax.jit(model.update)(filled_state(model))
-  assert np.isfinite(float(metrics["policy_q"]))
+  update = jax.jit(model.update)
+  state, held = update(filled_state(model))
+  _, metrics = update(state)
+  # gradient step 1 holds the actor (policy_delay 2) and computes nothing of it; step 2 steps
+  assert float(held["actor_learned"]) == 0.0 and np.isnan(float(held["policy_q"]))
+  assert float(metrics["actor_learned"]) == 1.0 and np.isfinite(float(metrics["policy_q"]))
 
 
 # ---------------------------------------------------------------- soft target updates

@@ -160,7 +160,8 @@ def test_progress_renders_on_a_terminal():
 
 
 def test_report_means_skip_nans_and_stay_quiet_when_nothing_finished():
-  """A report window where no episode finished gives NaN, not numpy's empty-slice warning."""
+  """A report window where no episode finished gives NaN, not numpy's empty-slice warning;
+  a metric not computed in the latest iterations shows the latest computed value."""
   import warnings
 
   from batchrl.experiment import nan_mean, summarize
@@ -171,6 +172,11 @@ def test_report_means_skip_nans_and_stay_quiet_when_nothing_finished():
     assert np.isnan(nan_mean(np.zeros((0,))))
     report = summarize({"mean_score": np.full((2, 4), np.nan), "episodes": np.zeros((2, 4)),
                         "mean_length": np.full((2, 4), np.nan),
-                        "kl": np.array([[0.1, 0.2, np.nan, np.nan]] * 2)})
-  assert report["episodes"] == 0.0 and np.isnan(report["kl"])
-  assert np.isnan(report["mean_score"])
+                        "kl": np.array([[0.1, 0.2, np.nan, np.nan]] * 2),
+                        "loss": np.full((2, 4), np.nan)})
+  assert report["episodes"] == 0.0 and np.isnan(report["mean_score"])
+  # an update metric shows the latest value computed (a held actor step, an iteration
+  # without an update, reports NaN), the mean over seeds; NaN when none was
+  assert report["kl"] == pytest.approx(0.2) and np.isnan(report["loss"])
+  seeds = summarize({"actor_loss": np.array([[1.0, 2.0, np.nan], [3.0, np.nan, np.nan]])})
+  assert seeds["actor_loss"] == pytest.approx((2.0 + 3.0) / 2)

@@ -18,8 +18,19 @@ def summarize(infos: dict) -> dict[str, float]:
     elif name == "episodes":
       out[name] = float(np.sum(value))
     else:
-      out[name] = nan_mean(value[..., -1])  # the latest update's value
+      out[name] = nan_mean(latest_computed(value))  # the latest update's value
   return out
+
+
+def latest_computed(values) -> np.ndarray:
+  """``values [..., N]`` -> ``[...]``: the latest of the ``N`` iterations' values that is
+  not NaN (a metric the latest updates did not compute, such as a held actor step's loss,
+  shows the one before), NaN where none is."""
+  values = np.asarray(values, np.float64)
+  present = ~np.isnan(values)
+  last = values.shape[-1] - 1 - np.argmax(present[..., ::-1], axis=-1)
+  latest = np.take_along_axis(values, last[..., None], axis=-1)[..., 0]
+  return np.where(present.any(axis=-1), latest, np.nan)
 
 
 def nan_mean(values) -> float:

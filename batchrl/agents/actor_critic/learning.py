@@ -136,14 +136,32 @@ def policy_due(config, opt_state) -> jax.Array:
   return (opt_state.steps + 1) % config.policy_delay == 0
 
 
-def delayed(config, learn: jax.Array, step: Callable, held: Callable, *operands):
-  """``step(*operands)`` where ``learn``, else ``held(*operands)`` (the actor's loss alone,
-  for the metrics, everything held): the actor's step every ``policy_delay`` gradient steps.
-  With ``policy_delay`` 1 a plain call of ``step`` (the program as without the delay)."""
+def delayed(config, learn: jax.Array, step: Callable, *operands):
+  """``step(*operands)`` where ``learn``, else the operands as given: the actor's step every
+  ``policy_delay`` gradient steps. ``step`` returns the new operands, then what it computed
+  on the way (the actor's loss, its metrics); a held step computes none of it and returns
+  ``not_computed`` in its place, as sbx computes the actor's loss only when it steps (the
+  loss alone was about 7% of CrossQ's update). With ``policy_delay`` 1 a plain call of
+  ``step`` (the program as without the delay)."""
   if config.policy_delay == 1:
     return step(*operands)
+  computed = jax.eval_shape(step, *operands)[len(operands):]
+
+  def held(*operands):
+    return operands + not_computed(computed)
+
   # a real branch on CPU/GPU (both sides only under vmap)
   return jax.lax.cond(learn, step, held, *operands)
+
+
+def not_computed(shapes):
+  """What a step that did not run reports for ``shapes``: NaN for floats (means over steps
+  and reports leave them out: ``replay.gated_steps``, ``batchrl.train.metrics``), 0 else."""
+  def fill(s):
+    value = jnp.nan if jnp.issubdtype(s.dtype, jnp.floating) else 0
+    return jnp.full(s.shape, value, s.dtype)
+
+  return jax.tree.map(fill, shapes)
 
 
 class Batch(NamedTuple):
@@ -228,15 +246,9 @@ def actor_step(opt, objective: Callable, actor, opt_state):
 
 
 def delayed_actor_step(config, opt, objective: Callable, learn: jax.Array, actor, opt_state):
-  """``actor_step`` where ``learn`` (``policy_due``); elsewhere the loss alone, so the
-  metrics still say where the actor stands, without the backward pass and Adam step a
-  discarded step would cost. ``(actor, opt_state, loss, aux)``: DDPG's and TD3's actor."""
-
-  def held(actor, opt_state):
-    loss, aux = objective(actor)
-    return actor, opt_state, loss, aux
-
-  return delayed(config, learn, functools.partial(actor_step, opt, objective), held, actor,
+  """``actor_step`` where ``learn`` (``policy_due``); elsewhere nothing, its loss and aux
+  ``not_computed``. ``(actor, opt_state, loss, aux)``: DDPG's and TD3's actor."""
+  return delayed(config, learn, functools.partial(actor_step, opt, objective), actor,
                  opt_state)
 
 

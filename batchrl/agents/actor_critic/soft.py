@@ -68,8 +68,9 @@ def soft_step(config, nets: ACNetworks, move_targets: jax.Array, state: ACState,
 def policy_step(config, nets: ACNetworks, opts: learning.Optimizers, objective: Callable,
                 learn: jax.Array, actor, actor_state, log_alpha, alpha_state):
   """Where ``learn`` (every step with ``policy_delay`` 1), an actor step down ``objective``
-  and the temperature step; elsewhere the loss alone, for the metrics, everything held.
-  ``(actor, actor_state, log_alpha, alpha_state, loss, metrics)``."""
+  and the temperature step; elsewhere everything held, the loss and metrics
+  ``learning.not_computed``. ``(actor, actor_state, log_alpha, alpha_state, loss,
+  metrics)``."""
 
   def step(actor, actor_state, log_alpha, alpha_state):
     actor, actor_state, loss, (metrics, log_prob) = learning.actor_step(
@@ -78,11 +79,5 @@ def policy_step(config, nets: ACNetworks, opts: learning.Optimizers, objective: 
         config, nets, opts.alpha, log_alpha, alpha_state, log_prob, dict(metrics))
     return actor, actor_state, log_alpha, alpha_state, loss, metrics
 
-  def held(actor, actor_state, log_alpha, alpha_state):
-    loss, (metrics, log_prob) = objective(actor)
-    _, _, metrics = temperature.learn_temperature(config, nets, opts.alpha, log_alpha,
-                                                  alpha_state, log_prob, dict(metrics))
-    return actor, actor_state, log_alpha, alpha_state, loss, metrics
-
-  return learning.delayed(config, learn, step, held, actor, actor_state, log_alpha,
+  return learning.delayed(config, learn, step, actor, actor_state, log_alpha,
                           alpha_state)

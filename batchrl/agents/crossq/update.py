@@ -83,7 +83,8 @@ def delayed_policy_step(config: CrossQConfig, nets: ACNetworks, opts: learning.O
                         objective, learn: jax.Array, actor: Renormed, actor_state, log_alpha,
                         alpha_state):
   """Where ``learn``, an actor step down ``objective`` (its training pass's statistics kept)
-  and the temperature step; elsewhere the loss alone, for the metrics, everything held.
+  and the temperature step; elsewhere everything held, the loss and metrics
+  ``learning.not_computed``.
   ``(actor, actor_state, log_alpha, alpha_state, loss, metrics)``."""
 
   def step(actor, actor_state, log_alpha, alpha_state):
@@ -93,11 +94,5 @@ def delayed_policy_step(config: CrossQConfig, nets: ACNetworks, opts: learning.O
         config, nets, opts.alpha, log_alpha, alpha_state, log_prob, dict(metrics))
     return Renormed(params, stats), actor_state, log_alpha, alpha_state, loss, metrics
 
-  def held(actor, actor_state, log_alpha, alpha_state):
-    loss, (metrics, log_prob, _) = objective(actor.params)
-    _, _, metrics = temperature.learn_temperature(config, nets, opts.alpha, log_alpha,
-                                                  alpha_state, log_prob, dict(metrics))
-    return actor, actor_state, log_alpha, alpha_state, loss, metrics
-
-  return learning.delayed(config, learn, step, held, actor, actor_state, log_alpha,
+  return learning.delayed(config, learn, step, actor, actor_state, log_alpha,
                           alpha_state)

@@ -100,7 +100,7 @@ def gated_steps(config, memory: Memory, state, ready, step):
   Shared by DQN, NAF, DDPG, TD3 and SAC, each ``step`` its own. The gate is a ``lax.cond``
   over params and optimizer state only (a cond over the memory would copy it on every call
   on CPU). Returns the next state key, params, optimizer state, memory state and the
-  metrics averaged over the steps.
+  metrics averaged over the steps that computed them.
   """
   key, step_key = jax.random.split(state.key)
 
@@ -118,7 +118,16 @@ def gated_steps(config, memory: Memory, state, ready, step):
   keys = jax.random.split(step_key, config.repeat_update)
   (params, opt_state, mstate), metrics = jax.lax.scan(
       one, (state.params, state.opt_state, state.memory), keys)
-  return key, params, opt_state, mstate, jax.tree.map(jnp.mean, metrics)
+  return key, params, opt_state, mstate, jax.tree.map(_mean_of_computed, metrics)
+
+
+def _mean_of_computed(values: jax.Array) -> jax.Array:
+  """The mean over the steps of those that computed the metric (a step that did not, such
+  as a held actor step, reports NaN: ``actor_critic.learning.not_computed``); NaN if none
+  did. Integer metrics are plain means."""
+  if not jnp.issubdtype(values.dtype, jnp.floating):
+    return jnp.mean(values)
+  return jnp.nanmean(values)
 
 
 def target_sync_due(config, state, ready) -> tuple[jax.Array, jax.Array]:
