@@ -1,7 +1,7 @@
 """``ppo_atari`` against SB3's PPO on Breakout: whole-process time for the same agent steps.
 
-The target: ``batchrl train --config ppo_atari --set steps=20000``, the command
-as a user types it (its default final evaluation included), in at most 0.9x the
+The target (issue 53): ``batchrl train --config ppo_atari --set steps=20000``, the command
+as a user types it (its default final evaluation included), in at most 0.75x the
 whole-process time of SB3's PPO with the rl-zoo Atari settings (8 envs, Nature CNN, 128
 steps, 4 epochs of 256, frame stack 4, the standard Atari wrappers) for the same steps,
 measured in the same run::
@@ -24,6 +24,13 @@ episode limit, 10k steps per env, and took longer than the training): 20480 step
 95.7 s, SB3 65.9 s: 1.45x (CPU time 1.30x); with ``--set backend=envpool`` 88.2 s against
 SB3's 75.1 s, 1.17x. Figures as typed since: docs/benchmarks.md and docs/environments.md (Atari).
 Why 0.33x (an earlier target) is out of reach on a CPU: ``batchrl/configs/atari.py``.
+
+Measured 2026-12-07 13:59 UTC on the idle 2-core machine (this command, both jobs, as
+typed): ours 111.7 s (187.8 CPU-s), SB3 77.6 s (141.1 CPU-s): **1.44x** (CPU 1.33x). Per
+1024-step iteration ours takes about 4.2-4.5 s: the 16 gradient steps 2.06 s (129 ms each;
+torch's 119 ms), the values of the rollout 0.35 s, preparing, batching and finishing 0.3 s,
+the rollout about 1.6 s; SB3 about 3.6 s. Why 0.75x is out of reach on 2 cores:
+``batchrl/configs/atari.py``.
 
 Imports nothing beyond the standard library at module level: the SB3 mode runs in the
 peers' interpreter.
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
   if len(results) == 2:
     ours, sb3 = results["ours"], results["sb3"]
     print(f"ours / SB3 whole-process time: {ours['wall_s'] / sb3['wall_s']:.2f} (target <= "
-          f"0.9); CPU time: {ours['cpu_s'] / sb3['cpu_s']:.2f}")
+          f"0.75); CPU time: {ours['cpu_s'] / sb3['cpu_s']:.2f}")
   return 0
 
 

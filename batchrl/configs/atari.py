@@ -97,6 +97,15 @@ Adam step of the Nature CNN on 256 frames in 119 ms (torch 2.13 in ``benchmarks/
 and rollout together; 0.33x of that, 1.1 s, is less than the 16 gradient steps alone cost
 either library on these 2 cores. What remains ours to cut is start-up.
 
+So is 0.75x (issue 53), measured 2026-12-07 on the idle machine (``benchmarks/atari.py``,
+gymnasium backend): 111.7 s against SB3's 77.6 s, 1.44x. The command's settings fix the
+arithmetic: 20 iterations of 16 Adam steps of the Nature CNN on 256 frames, about 14 GFLOP
+each (forward and backward), which both libraries run at 110-120 GFLOP/s on these 2 cores
+(ours 129 ms a step, torch's 119 ms): about 40 s; and the 20480 agent steps of 4 emulator
+frames each, with the CNN's act, about 1.6 s per iteration in either library: about 32 s.
+Those 72 s exceed 0.75x of SB3's whole process (58 s) before start-up or the update's other
+work (the rollout's values 0.35 s, preparing, batching and finishing 0.3 s per iteration).
+
 The 10M-step plan (GPU; CleanRL at 10M agent steps = 40M frames: Breakout 415 +- 28,
 Pong 20.4 +- 0.2)::
 
