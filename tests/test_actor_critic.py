@@ -22,6 +22,8 @@ from batchrl.agents.actor_critic.losses import (
 )
 from batchrl.agents.actor_critic.model import import_observations
 from batchrl.agents.actor_critic.networks import (
+  LOG_STD_MAX,
+  LOG_STD_MIN,
   continuous_action_map,
   make_networks,
   squashed_log_prob,
@@ -104,6 +106,34 @@ def filled_state(model, seed=0, steps=24):
   for _ in range(steps):
     state = store_random(model, state, rng)
   return state
+
+
+@pytest.mark.parametrize("head, expected", [
+    ("tanh", [LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (math.tanh(h) + 1.0)
+              for h in (-30.0, -3.0, 0.5, 5.0)]),
+    ("clip", [-20.0, -3.0, 0.5, 2.0]),
+])
+def test_the_log_std_head_bounds_the_actors_log_std_as_configured(head, expected):
+  """The log-std layer's output ``h`` (its kernel zeroed, its bias set to ``h``): ``tanh``, the
+  default, maps it into [-5, 2] through a tanh; ``clip`` clips it to [-20, 2] (SB3's and
+  sbx's); the mean is the same either way. Only the stochastic actors take the key."""
+  config = SACConfig(**TINY, log_std_head=head)
+  model = make_sac(config)
+  state = model.init(jax.random.key(0), EnvSpec(OBS, TORQUE, 2))
+  nets = make_networks(config, state.info, 2, True, "sac", log_std_head=head)
+  obs = jnp.ones((1, 3))
+  got = []
+  for h in (-30.0, -3.0, 0.5, 5.0):
+    actor = dict(state.params.actor)
+    actor["log_std"] = jax.tree.map(lambda p: jnp.zeros_like(p) if p.ndim == 2
+                                    else jnp.full_like(p, h), actor["log_std"])
+    mean, log_std = nets.actor(actor, obs)
+    np.testing.assert_array_equal(mean, nets.actor(state.params.actor, obs)[0])
+    got.append(float(log_std[0, 0]))
+  np.testing.assert_allclose(got, expected, rtol=1e-5)  # float32
+  with pytest.raises(ConfigError, match="log_std_head"):
+    SACConfig(**TINY, log_std_head="squash")
+  assert not hasattr(TD3Config(), "log_std_head")
 
 
 def test_sac_temperature_moves_toward_the_target_entropy_on_a_fixed_batch():

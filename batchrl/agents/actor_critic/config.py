@@ -145,6 +145,10 @@ class StochasticActorConfig(ActorCriticConfig):
                                        "None: minus the action size (float actions), 0.7 "
                                        "log n (a Discrete action of n values; a given one "
                                        "must be below log n).")
+  log_std_head: Literal["tanh", "clip"] = param(
+      "tanh", "How a Gaussian actor bounds its log standard deviation: 'tanh' maps its "
+      "output into [-5, 2] through a tanh (CleanRL's), 'clip' clips it to [-20, 2] (SB3's and "
+      "sbx's).")
 
   def __post_init__(self):
     check_stochastic_actor(self, type(self).__name__.removesuffix("Config").lower())

@@ -129,7 +129,8 @@ def networks(config: ActorCriticConfig, kind: ActorCriticKind, info: SpaceInfo) 
   """The pure functions of ``kind``'s actor and critics for ``info`` (built where a
   function is traced: no module-level cache)."""
   return make_networks(config, info, kind.num_critics, kind.stochastic, kind.name,
-                       kind.discrete_actions, kind.num_quantiles, kind.renorm)
+                       kind.discrete_actions, kind.num_quantiles, kind.renorm,
+                       config.log_std_head if kind.stochastic else "tanh")
 
 
 def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,

@@ -55,6 +55,7 @@ from batchrl.networks.simba import Simba
 
 DISCRETE_AGENTS = "dqn, ddqn, dqn_nstep, dqfd, ppo, vpg, trpo, sac"
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # SAC's log std range (a tanh maps the head into it)
+LOG_STD_CLIP_MIN = -20.0  # the lower bound where the head is clipped instead (SB3's, sbx's)
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
 
@@ -192,7 +193,8 @@ def hidden(x, layers: tuple[int, ...], activation: str, architecture: str = "mlp
 
 class Actor(nn.Module):
   """obs -> ``tanh(mu) [N, A]`` (deterministic), ``(mean, log_std) [N, A]`` each (squashed
-  Gaussian, log std in ``[LOG_STD_MIN, LOG_STD_MAX]``) or, ``categorical``, the logits
+  Gaussian, log std in ``[LOG_STD_MIN, LOG_STD_MAX]`` through a tanh, or, ``log_std_head``
+  'clip', clipped to ``[LOG_STD_CLIP_MIN, LOG_STD_MAX]``) or, ``categorical``, the logits
   ``[N, n]`` of a Discrete action (``size`` = n)."""
 
   torso: nn.Module | None
@@ -203,6 +205,7 @@ class Actor(nn.Module):
   categorical: bool = False
   renorm: RenormSettings | None = None
   architecture: str = "mlp"
+  log_std_head: str = "tanh"
 
   @nn.compact
   def __call__(self, obs, train: bool = False):
@@ -216,7 +219,10 @@ class Actor(nn.Module):
     if not self.stochastic:
       return jnp.tanh(Dense(self.size, name="mu")(x))
     mean = Dense(self.size, name="mean")(x)
-    squash = jnp.tanh(Dense(self.size, name="log_std")(x))
+    head = Dense(self.size, name="log_std")(x)
+    if self.log_std_head == "clip":
+      return mean, jnp.clip(head, LOG_STD_CLIP_MIN, LOG_STD_MAX)
+    squash = jnp.tanh(head)
     return mean, LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1.0)
 
 
@@ -339,13 +345,15 @@ class ACNetworks:
 
 def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
                   agent: str, discrete: bool = False, num_quantiles: int = 0,
-                  renorm: RenormSettings | None = None) -> ACNetworks:
+                  renorm: RenormSettings | None = None,
+                  log_std_head: str = "tanh") -> ACNetworks:
   """The networks for ``info`` (flat layout: MLPs; tree layout: a torso per network from
   ``config.network``, 'auto' when None); ``discrete``: the agent learns one Discrete action
   with a categorical actor and critics of ``Q(s, .)`` when the space is one (SAC);
   ``num_quantiles`` > 0: each critic gives that many quantiles of the return (TQC);
-  ``renorm``: Batch Renormalization in both (CrossQ; float actions). SimBa on image
-  observations without an encoder is a ConfigError."""
+  ``renorm``: Batch Renormalization in both (CrossQ; float actions); ``log_std_head``: how
+  a Gaussian actor bounds its log std (``Actor``). SimBa on image observations without an
+  encoder is a ConfigError."""
   actions = actor_critic_actions(info.action_space, agent, config.action_bounds, discrete)
   check_simba_inputs(config, info, agent)
   if info.layout == "flat":
@@ -367,7 +375,7 @@ def make_networks(config, info: SpaceInfo, num_critics: int, stochastic: bool,
     return _discrete_networks(config, actions, num_critics, actor_torso, critic_torsos,
                               example, prepare)
   actor = Actor(actor_torso, config.actor_layers, config.activation, actions.size, stochastic,
-                renorm=renorm, architecture=config.architecture)
+                renorm=renorm, architecture=config.architecture, log_std_head=log_std_head)
   critics = Critics(critic_torsos, num_critics, config.critic_layers, config.activation,
                     num_quantiles=num_quantiles, renorm=renorm, **critic_options(config))
   if renorm is not None:

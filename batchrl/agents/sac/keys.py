@@ -1,7 +1,8 @@
 """The ``sac`` agent type of ``batchrl.Agent.create``: the shared actor-critic keys
-(``batchrl.agents.actor_critic.keys``) plus ``initial_alpha``, ``alpha_learning_rate`` and
-``target_entropy``. SAC explores by sampling its policy, so it has no exploration keys. It
-takes bounded float actions or one Discrete action (discrete SAC)."""
+(``batchrl.agents.actor_critic.keys``) plus ``initial_alpha``, ``alpha_learning_rate``,
+``target_entropy`` and ``log_std_head`` (TQC and CrossQ take them too). SAC explores by
+sampling its policy, so it has no exploration keys. It takes bounded float actions or one
+Discrete action (discrete SAC)."""
 from __future__ import annotations
 
 from batchrl.agents.actor_critic.keys import actor_critic_config
