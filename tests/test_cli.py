@@ -66,10 +66,11 @@ def test_configs_shows_whole_first_sentences_wrapped_and_headed_tables(capsys, m
       "workers, measured in one session under load).")
   assert out.count(f"\n{indent}microseconds") + out.count(f"\n{indent}in microseconds") == 1
   assert ("\nagents (Agent.create, batchrl run -a):\n"
-          "agent      family  description\n"
-          "---------  ------  -----------\n"
-          "ppo        ppo     Proximal policy optimization (clipped objective by default)\n") in out
-  assert "ddqn       dqn     Double DQN (double_dqn forced)\n" in out
+          "agent      family   description\n"
+          "---------  -------  -----------\n"
+          "ppo        ppo      Proximal policy optimization (clipped objective by default)\n"
+          ) in out
+  assert "ddqn       dqn      Double DQN (double_dqn forced)\n" in out
 
 
 def test_top_level_help_lists_every_command_on_one_line(capsys, monkeypatch):

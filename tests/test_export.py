@@ -69,7 +69,7 @@ def family_agent(name: str):
   built once per module."""
   if name not in _family_agents:
     case = AGENTS[name]
-    agent = Agent.create(case.name, environment=case.env, network=NETWORK, seed=0,
+    agent = Agent.create(case.name, environment=case.env, network=case.network, seed=0,
                          **case.keys, **EXTRA_KEYS.get(name, {}))
     run_steps(agent, case.env, STEPS.get(name, 0))
     _family_agents[name] = agent, gym.make(case.env).observation_space

@@ -32,6 +32,7 @@ FOLDERS: tuple[str, ...] = (
     "sac",
     "tqc",
     "crossq",
+    "simbav2",
     "simple",
 )
 

@@ -91,6 +91,18 @@ REFERENCES: dict[tuple[str, str], tuple[Reference, ...]] = {
     ("crossq", "Hopper"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 2764, 100_000),),
     ("crossq", "Walker2d"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 3914, 100_000),),
     ("crossq", "Ant"): (Reference(f"CrossQ, {_SIMBAV2_CSV}", 2299, 100_000),),
+    # the SimbaV2 repository's own result files (results/simbaV2_utd8.csv): 8 gradient steps
+    # per environment step, as the simbav2 entries of mujoco-100k run
+    ("simbav2", "HalfCheetah"): (Reference(f"SimbaV2 (update ratio 8), {_SIMBAV2_CSV}", 7505,
+                                           100_000),),
+    ("simbav2", "Hopper"): (Reference(f"SimbaV2 (update ratio 8), {_SIMBAV2_CSV}", 2927,
+                                      100_000),),
+    ("simbav2", "Walker2d"): (Reference(f"SimbaV2 (update ratio 8), {_SIMBAV2_CSV}", 4488,
+                                        100_000),),
+    ("simbav2", "Ant"): (Reference(f"SimbaV2 (update ratio 8), {_SIMBAV2_CSV}", 3942,
+                                   100_000),),
+    ("simbav2", "Humanoid"): (Reference(f"SimbaV2 (update ratio 8), {_SIMBAV2_CSV}", 1825,
+                                        100_000),),
     ("td3", "HalfCheetah"): (Reference(_CLEANRL, 9583, _M, 126), Reference(_ZOO, 9656, _M)),
     ("td3", "Hopper"): (Reference(_CLEANRL, 3135, _M, 360), Reference(_ZOO, 3606, _M)),
     ("td3", "Walker2d"): (Reference(_CLEANRL, 4058, _M, 659), Reference(_ZOO, 4718, _M)),
@@ -156,13 +168,16 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               "sac_cartpole_fused"))),
     Suite("minatar", "DQN and PQN on MinAtar Breakout (gymnax) at their named budgets",
           (Entry("dqn_minatar_breakout"), Entry("pqn_minatar_breakout"))),
-    Suite("mujoco-100k", "SAC, TD3, TQC, CrossQ, SAC and TQC on SimBa networks, and DroQ with "
-          "their published MuJoCo values on five v5 tasks (Humanoid added), 100k steps: how "
-          "much each learns per sample",
+    Suite("mujoco-100k", "SAC, TD3, TQC, CrossQ, SAC and TQC on SimBa networks, DroQ and "
+          "SimbaV2 (8 gradient steps per environment step, as published) with their "
+          "published MuJoCo values on five v5 tasks (Humanoid added), 100k steps: how much "
+          "each learns per sample",
           tuple(Entry(config, env, 100_000)
                 for config in ("sac_mujoco", "td3_mujoco", "tqc_mujoco", "crossq_mujoco",
                                "sac_simba_mujoco", "tqc_simba_mujoco", "droq_mujoco")
-                for env in _MUJOCO + ("Humanoid-v5",))),
+                for env in _MUJOCO + ("Humanoid-v5",))
+          + tuple(Entry("simbav2_mujoco", env, 100_000, sets=("repeat_update=8",))
+                  for env in _MUJOCO + ("Humanoid-v5",))),
     Suite("mujoco-300k", "SAC, TD3 and PPO with the published MuJoCo values on four v5 "
           "tasks, 300k steps", tuple(Entry(config, env, 300_000)
                                      for config in ("sac_mujoco", "td3_mujoco", "ppo_mujoco")

@@ -1,44 +1,50 @@
 """What the actor-critic agents' named configs share (the runs below), and a table of them.
 Each family's named configs are in its own module: ``batchrl.configs.ddpg``, ``td3``,
-``sac``, ``tqc`` and ``crossq``.
+``sac``, ``tqc``, ``crossq`` and ``simbav2``.
 
 Named configs for ``batchrl train``:
 
-=========================  =========  ========================================================
-name                       backend    what
-=========================  =========  ========================================================
-``ddpg_pendulum``          gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: DDPG
-``td3_pendulum``           gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TD3
-``sac_pendulum``           gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SAC
-``tqc_pendulum``           gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TQC
-``crossq_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: CrossQ
-``ddpg_pendulum_fused``    gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: DDPG
-``td3_pendulum_fused``     gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: TD3
-``sac_pendulum_fused``     gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: SAC
-``tqc_pendulum_fused``     gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: TQC
-``crossq_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program:
-                                      CrossQ (batch 128)
-``sac_cartpole``           gymnasium  CartPole-v1, 4 envs in this process, 50k steps: discrete
-                                      SAC (2x64 MLPs, batch 128)
-``sac_cartpole_fused``     gymnax     CartPole-v1, 4 envs, 50k steps, one compiled program:
-                                      discrete SAC (2x64 MLPs, batch 128)
-``sac_mujoco``             gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
-``td3_mujoco``             gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TD3
-``tqc_mujoco``             gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
-``crossq_mujoco``          gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps:
-                                      CrossQ (critics 1024x1024, sbx's values)
-``sac_simba_pendulum``     gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: SAC with
-                                      SimBa networks (blocks of 32), observation normalization
-``sac_simba_mujoco``       gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
-                                      with SimBa networks (sbx's recipe)
-``tqc_simba_mujoco``       gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
-                                      with SimBa networks (sbx's recipe)
-``droq_pendulum``          gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: DroQ (SAC
-                                      with dropout and LayerNorm critics), 5 gradient steps
-                                      per environment step
-``droq_mujoco``            gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: DroQ,
-                                      20 gradient steps per environment step (sbx's values)
-=========================  =========  ========================================================
+==========================  =========  ========================================================
+name                        backend    what
+==========================  =========  ========================================================
+``ddpg_pendulum``           gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: DDPG
+``td3_pendulum``            gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TD3
+``sac_pendulum``            gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SAC
+``tqc_pendulum``            gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: TQC
+``crossq_pendulum``         gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: CrossQ
+``ddpg_pendulum_fused``     gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: DDPG
+``td3_pendulum_fused``      gymnax     Pendulum-v1, 4 envs, 20k steps, one compiled program: TD3
+``sac_pendulum_fused``      gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: SAC
+``tqc_pendulum_fused``      gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program: TQC
+``crossq_pendulum_fused``   gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program:
+                                       CrossQ (batch 128)
+``sac_cartpole``            gymnasium  CartPole-v1, 4 envs in this process, 50k steps: discrete
+                                       SAC (2x64 MLPs, batch 128)
+``sac_cartpole_fused``      gymnax     CartPole-v1, 4 envs, 50k steps, one compiled program:
+                                       discrete SAC (2x64 MLPs, batch 128)
+``sac_mujoco``              gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
+``td3_mujoco``              gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TD3
+``tqc_mujoco``              gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
+``crossq_mujoco``           gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps:
+                                       CrossQ (critics 1024x1024, sbx's values)
+``simbav2_pendulum``        gymnasium  Pendulum-v1, 4 envs in this process, 20k steps: SimbaV2
+                                       (blocks of 64)
+``simbav2_pendulum_fused``  gymnax     Pendulum-v1, 4 envs, 10k steps, one compiled program:
+                                       SimbaV2 (blocks of 64, batch 128)
+``simbav2_mujoco``          gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps:
+                                       SimbaV2 (the reference's values)
+``sac_simba_pendulum``      gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: SAC with
+                                       SimBa networks (blocks of 32), observation normalization
+``sac_simba_mujoco``        gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: SAC
+                                       with SimBa networks (sbx's recipe)
+``tqc_simba_mujoco``        gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: TQC
+                                       with SimBa networks (sbx's recipe)
+``droq_pendulum``           gymnasium  Pendulum-v1, 4 envs in this process, 10k steps: DroQ (SAC
+                                       with dropout and LayerNorm critics), 5 gradient steps
+                                       per environment step
+``droq_mujoco``             gymnasium  HalfCheetah-v5 (``--set env=...``), 1 env, 1M steps: DroQ,
+                                       20 gradient steps per environment step (sbx's values)
+==========================  =========  ========================================================
 
 The SimBa and DroQ ones are SAC (or TQC) configurations: ``architecture='simba'`` with
 ``normalize_observations`` and ``weight_decay``, or ``critic_dropout`` and

@@ -41,6 +41,7 @@ class AgentCase:
   out_of_range: tuple[tuple[str, Any], ...]  # (key, value) pairs the agent must refuse
   learns: bool = True
   variant: str = ""  # a second row of one name (another action space): its label
+  network: Any = dataclasses.field(default_factory=lambda: NETWORK)  # Agent.create's network=
 
   @property
   def id(self) -> str:
@@ -81,6 +82,9 @@ AGENTS: dict[str, AgentCase] = {case.id: case for case in (
     AgentCase("crossq", PENDULUM, dict(_ACTOR_CRITIC, policy_delay=2),
               ("polcy_delay", "policy_delay"),
               _OUT_OF_RANGE + (("update_target_weight", 0.01),)),
+    # its networks are its own: network='auto' only; blocks of 16
+    AgentCase("simbav2", PENDULUM, dict(_ACTOR_CRITIC, num_bins=11),
+              ("num_bin", "num_bins"), _OUT_OF_RANGE + (("num_bins", 1),), network="auto"),
     AgentCase("dqfd", CARTPOLE, dict(_REPLAY, demo_memory_capacity=64),
               ("discont", "discount"), _OUT_OF_RANGE),
     # takes no keys at all: every key is unknown, and there is nothing out of range
@@ -135,5 +139,6 @@ def trained(case):
   act/observe steps, and what each ``observe`` returned. Shared by the tests of one agent:
   agents of the same spec but for the seed share its compiled programs, so the agents the
   tests build beside it (``states=``/``actions=``, ``Agent.load``) compile nothing."""
-  agent = Agent.create(case.name, environment=case.env, network=NETWORK, seed=0, **case.keys)
+  agent = Agent.create(case.name, environment=case.env, network=case.network, seed=0,
+                       **case.keys)
   return agent, run_steps(agent, case.env, STEPS)

@@ -24,7 +24,6 @@ from batchrl.errors import UserInputError
 
 from .conftest import (
   AGENTS,
-  NETWORK,
   STEPS,
   probe_states,
   run_steps,
@@ -115,7 +114,7 @@ def test_created_from_a_spec_dict_it_is_the_same_agent(case, trained):
   agent that the name, keys and environment id built, and it acts and observes."""
   agent, _ = trained
   same = Agent.create(agent=case.spec, states=agent.states, actions=agent.actions,
-                      max_episode_timesteps=agent.max_episode_timesteps, network=NETWORK,
+                      max_episode_timesteps=agent.max_episode_timesteps, network=case.network,
                       seed=0)
   assert same.spec == agent.spec
   assert run_steps(same, case.env, 3) == [False] * 3 and same.timesteps == 3

@@ -101,6 +101,15 @@ class ActorCriticConfig(ReplayConfig):
                                        "agent's state, moved by each store, applied when "
                                        "acting and to every sampled batch (the memory keeps "
                                        "the observations as they came).")
+  normalize_rewards: bool = param(False, "Scale rewards by the spread of a running "
+                                  "discounted return (SimbaV2's reward scaling): r / "
+                                  "max(std(G), max|G| / normalized_return_max), G each env's "
+                                  "return so far, not centred; the statistics kept in the "
+                                  "agent's state and moved by each store, applied to every "
+                                  "sampled batch (the memory keeps rewards as they came).")
+  normalized_return_max: float = param(5.0, "With normalize_rewards: the largest |return| "
+                                       "seen is scaled to at most this (SimbaV2's G_max, "
+                                       "the edge of its critics' support).")
   action_bounds: tuple[float, float] | None = param(
       None, "(low, high) used for action elements the environment leaves unbounded; None: "
       "such actions are an error (the actors end in tanh). Bounded elements keep their own "
@@ -145,6 +154,9 @@ class StochasticActorConfig(ActorCriticConfig):
                                        "None: minus the action size (float actions), 0.7 "
                                        "log n (a Discrete action of n values; a given one "
                                        "must be below log n).")
+  target_entropy_scale: float = param(1.0, "With target_entropy None and float actions, the "
+                                      "target is minus this times the action size (SimbaV2: "
+                                      "0.5).")
   log_std_head: Literal["tanh", "clip"] = param(
       "tanh", "How a Gaussian actor bounds its log standard deviation: 'tanh' maps its "
       "output into [-5, 2] through a tanh (CleanRL's), 'clip' clips it to [-20, 2] (SB3's and "
@@ -159,6 +171,9 @@ def check_stochastic_actor(c: StochasticActorConfig, prefix: str) -> None:
   check_actor_critic(c, prefix)
   if not c.initial_alpha > 0:
     raise ConfigError(f"{prefix}.initial_alpha must be > 0, got {c.initial_alpha!r}.")
+  if not c.target_entropy_scale > 0:
+    raise ConfigError(f"{prefix}.target_entropy_scale must be > 0, got "
+                      f"{c.target_entropy_scale!r}.")
   if c.alpha_learning_rate < 0:
     raise ConfigError(f"{prefix}.alpha_learning_rate must be >= 0, got "
                       f"{c.alpha_learning_rate!r}.")
@@ -177,6 +192,9 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
   if any(b < 1 for b in resets) or list(resets) != sorted(set(resets)):
     raise ConfigError(f"{prefix}.param_resets must be increasing environment steps >= 1, got "
                       f"{c.param_resets!r}.")
+  if not c.normalized_return_max > 0:
+    raise ConfigError(f"{prefix}.normalized_return_max must be > 0, got "
+                      f"{c.normalized_return_max!r}.")
   if c.n_step < 1:
     raise ConfigError(f"{prefix}.n_step must be >= 1 (1: one-step targets), got {c.n_step!r}.")
   if not 0 <= c.adam_beta1 < 1:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from batchrl.agents.actor_critic import observations
+from batchrl.agents.actor_critic import observations, rewards
 from batchrl.agents.actor_critic.losses import critic_loss
 from batchrl.agents.actor_critic.networks import ACNetworks
 from batchrl.agents.replay import updates as replay
@@ -180,17 +180,19 @@ class Batch(NamedTuple):
 def sample_batch(config, state, key: jax.Array) -> Batch:
   """A batch of ``batch_size`` transitions (or n-step windows) from the state's replay
   memory, its ``obs`` and ``next_obs`` normalized by the state's statistics when the agent
-  ``normalize_observations``."""
+  ``normalize_observations``, its rewards scaled when it ``normalize_rewards``."""
   memory = replay.memory_of(config, state.info)
   sample = memory.sample(state.memory, key, config.batch_size, state.num_steps)
   if config.n_step == 1:
     batch = Batch(sample.items, sample.index, sample.weight, config.discount)
   else:
     batch = nstep_batch(config, memory, state, sample)
-  if not config.normalize_observations:
-    return batch
-  norm = lambda obs: observations.normalized(config, state.obs_stats, obs)
-  items = batch.items._replace(obs=norm(batch.items.obs), next_obs=norm(batch.items.next_obs))
+  items = batch.items
+  if config.normalize_rewards:  # linear: scaling an n-step window's sum scales each reward
+    items = items._replace(reward=rewards.scaled(config, state.reward_stats, items.reward))
+  if config.normalize_observations:
+    norm = lambda obs: observations.normalized(config, state.obs_stats, obs)
+    items = items._replace(obs=norm(items.obs), next_obs=norm(items.next_obs))
   return batch._replace(items=items)
 
 

@@ -14,7 +14,8 @@ Shapes: ``B`` envs, ``K`` batch size, ``A`` action size (normalized units in ``[
           likely allowed action when deterministic); for the first ``start_steps`` steps a
           uniform draw instead (unless deterministic) -> the env's units
   store   the ``[B]`` transition as one memory row (action normalized, or its index); count
-          steps; move the observations' running statistics (``normalize_observations``)
+          steps; move the observations' running statistics (``normalize_observations``) and
+          the discounted returns rewards are scaled by (``normalize_rewards``)
   update  the agent's: every ``update_frequency`` stores, from ``first_update`` steps on,
           ``repeat_update`` gradient steps, each on a fresh batch, the targets moved after
           the learning steps of an update in which a ``target_update_frequency`` boundary
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.agents import spaces
-from batchrl.agents.actor_critic import observations
+from batchrl.agents.actor_critic import observations, rewards
 from batchrl.agents.actor_critic.config import ActorCriticConfig
 from batchrl.agents.actor_critic.learning import optimizers
 from batchrl.agents.actor_critic.networks import (
@@ -63,6 +64,9 @@ class ActorCriticKind:
   num_quantiles: int = 0  # > 0: critics of the return's quantiles [C, N, Q] (TQC)
   renorm: RenormSettings | None = None  # Batch Renormalization in actor and critics (CrossQ)
   target_networks: bool = True  # False: no target copies are kept (CrossQ)
+  # (config, info) -> ACNetworks when the agent builds networks of its own (SimbaV2's
+  # hyperspherical ones); None: ``make_networks``' MLPs, SimBa or torsos
+  build_networks: Callable[[Any, SpaceInfo], ACNetworks] | None = None
 
 
 class ACParams(NamedTuple):
@@ -87,6 +91,7 @@ class ACState(NamedTuple):
   opt_state: ACOptState
   memory: MemoryState  # observations as they came (normalized when sampled)
   obs_stats: Any  # running statistics of the float observations (normalize_observations), ()
+  reward_stats: Any  # the discounted returns rewards are scaled by (normalize_rewards), ()
   noise: Any  # [B, A] Ornstein-Uhlenbeck state, () otherwise
   key: jax.Array
   num_steps: jax.Array  # [] int32 environment steps stored (summed over envs)
@@ -128,6 +133,8 @@ def layout(config: ActorCriticConfig, spec: EnvSpec) -> str:
 def networks(config: ActorCriticConfig, kind: ActorCriticKind, info: SpaceInfo) -> ACNetworks:
   """The pure functions of ``kind``'s actor and critics for ``info`` (built where a
   function is traced: no module-level cache)."""
+  if kind.build_networks is not None:
+    return kind.build_networks(config, info)
   return make_networks(config, info, kind.num_critics, kind.stochastic, kind.name,
                        kind.discrete_actions, kind.num_quantiles, kind.renorm,
                        config.log_std_head if kind.stochastic else "tanh")
@@ -157,7 +164,8 @@ def init(config: ActorCriticConfig, kind: ActorCriticKind, key: jax.Array,
   item = TransitionItem(obs, nets.stored_action(), jnp.float32(0), jnp.bool_(False),
                         jnp.bool_(False), obs)
   return ACState(params, opt_state, memory.init(item), observations.init_stats(config, info),
-                 noise, state_key, zero, zero, zero, zero, info, replay.Static(config))
+                 rewards.init_stats(config, info.num_envs), noise, state_key, zero, zero, zero,
+                 zero, info, replay.Static(config))
 
 
 def fresh_networks(config: ActorCriticConfig, kind: ActorCriticKind, nets: ACNetworks,
@@ -242,7 +250,9 @@ def store(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState,
   memory = replay.memory_of(config, info).add(state.memory, row)
   noise = replay.carried_noise(kind.exploration, state.noise, transition)
   stats = observations.update_stats(config, state.obs_stats, row.obs)
-  return state._replace(memory=memory, obs_stats=stats, noise=noise,
+  reward_stats = rewards.update_stats(config, state.reward_stats, row.reward,
+                                      row.terminated | row.truncated)
+  return state._replace(memory=memory, obs_stats=stats, reward_stats=reward_stats, noise=noise,
                         num_steps=state.num_steps + info.num_envs, pending=state.pending + 1)
 
 
@@ -259,6 +269,8 @@ def summarize(config: ActorCriticConfig, kind: ActorCriticKind, state: ACState) 
     scalars["alpha"] = jnp.exp(state.params.log_alpha)
   if config.normalize_observations:
     scalars["obs_mean"], scalars["obs_std"] = observations.mean_std(state.obs_stats)
+  if config.normalize_rewards:
+    scalars["reward_scale"] = rewards.scale(config, state.reward_stats)
   histograms = {}
   if memory.prioritized:
     histograms["memory/priorities"] = memory.priorities_of(state.memory)

@@ -31,12 +31,15 @@ def learns_alpha(config) -> bool:
 
 
 def target_entropy(config, nets: ACNetworks) -> float:
-  """``config.target_entropy``, or when None ``-A`` (minus the action size) for float
-  actions and ``DISCRETE_TARGET_ENTROPY_SCALE * log n`` for a Discrete action of n values.
-  A discrete target at or above ``log n`` (no policy's entropy is higher) is a ConfigError."""
+  """``config.target_entropy``, or when None ``-target_entropy_scale * A`` (``A`` the action
+  size) for float actions and ``DISCRETE_TARGET_ENTROPY_SCALE * log n`` for a Discrete
+  action of n values. A discrete target at or above ``log n`` (no policy's entropy is
+  higher) is a ConfigError."""
   given = config.target_entropy
   if not nets.discrete:
-    return -float(nets.actions.size) if given is None else float(given)
+    if given is None:
+      return -config.target_entropy_scale * float(nets.actions.size)
+    return float(given)
   largest = math.log(nets.actions.n)
   if given is None:
     return DISCRETE_TARGET_ENTROPY_SCALE * largest
