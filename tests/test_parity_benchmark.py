@@ -91,6 +91,16 @@ def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apa
   assert rows[1].endswith("| 0.80 |") and rows[2].endswith("| 450 |  | 450 |  |")
 
 
+def test_our_actors_with_sbx_s_log_std_head_run_apart(args):
+  args.algos, args.libraries = ["td3", "tqc"], ["batchrl", "batchrl-clip"]
+  assert [job[:2] for job in parity.jobs(args) if job[3] == 0] == [
+      ("batchrl", "td3"), ("batchrl", "tqc"), ("batchrl-clip", "tqc")]
+  cmd = parity.ours_command("tqc", "Hopper-v5", 0, args, "batchrl-clip")
+  parsed = cli._parser().parse_args(cmd[3:])
+  assert parsed.config == "tqc_mujoco" and parsed.timestamp == "clip-tqc-Hopper-v5-s0"
+  assert "log_std_head=clip" in parsed.overrides
+
+
 def test_the_best_counts_only_evaluations_after_learning_starts(args):
   """TD3 learns from 25k on: an untrained Ant standing still at 10k-20k is not TD3's best."""
   args.algos, args.envs, args.seeds = ["td3"], ["Ant-v5"], [0]

@@ -236,15 +236,19 @@ def test_the_actor_steps_through_the_critics_before_their_step(simbav2):
   before this step's critic step (not the critics after it)."""
   config, _, state, nets, _ = simbav2
   key = jax.random.key(7)
-  params, *_, metrics = simbav2_step(config, nets, jnp.bool_(True), state, key, state.params,
-                                     state.opt_state)
+  params, *_, metrics = jax.jit(lambda state: simbav2_step(
+      config, nets, jnp.bool_(True), state, key, state.params, state.opt_state))(state)
   batch_key, _, actor_key = learning.step_keys(key)
-  obs = learning.sample_batch(config, state, batch_key).items.obs
-  alpha = jnp.exp(state.params.log_alpha)
-  loss = lambda critic: float(simbav2_actor_loss(config, nets, state.params.actor, critic, obs,
-                                                 actor_key, alpha)[0])
-  assert float(metrics["actor_loss"]) == pytest.approx(loss(state.params.critic), rel=1e-5)
-  assert loss(params.critic) != pytest.approx(loss(state.params.critic), rel=1e-5)
+
+  @jax.jit
+  def loss(critic):
+    obs = learning.sample_batch(config, state, batch_key).items.obs
+    return simbav2_actor_loss(config, nets, state.params.actor, critic, obs, actor_key,
+                              jnp.exp(state.params.log_alpha))[0]
+
+  before = float(loss(state.params.critic))
+  assert float(metrics["actor_loss"]) == pytest.approx(before, rel=1e-5)
+  assert float(loss(params.critic)) != pytest.approx(before, rel=1e-5)
 
 
 # ---------------------------------------------------------------------------- bad input
