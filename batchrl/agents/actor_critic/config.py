@@ -151,7 +151,8 @@ class StochasticActorConfig(ActorCriticConfig):
   alpha_learning_rate: float = param(3e-4, "Adam step size of log alpha; 0: alpha stays "
                                      "initial_alpha.")
   target_entropy: float | None = param(None, "The policy entropy (nats) alpha steers toward; "
-                                       "None: minus the action size (float actions), 0.7 "
+                                       "None: minus target_entropy_scale times the action "
+                                       "size (float actions), 0.7 "
                                        "log n (a Discrete action of n values; a given one "
                                        "must be below log n).")
   target_entropy_scale: float = param(1.0, "With target_entropy None and float actions, the "
