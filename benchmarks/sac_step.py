@@ -7,6 +7,7 @@ side with sbx.
     python benchmarks/sac_step.py --algo td3                      # TD3 instead
     python benchmarks/sac_step.py --algo tqc                      # TQC (sb3-contrib's: --sb3)
     python benchmarks/sac_step.py --algo crossq                   # CrossQ (1024-wide critics)
+    python benchmarks/sac_step.py --algo simbav2                  # SimbaV2 (ours alone)
 
 One learning step = one env step of HalfCheetah-v5 (1 env) + one gradient step of batch 256
 on 2x256 ReLU MLPs (batchrl's ``mujoco_sac`` recipe, or ``mujoco_td3`` with ``--algo td3``,
@@ -135,6 +136,10 @@ def peer(library: str, steps: int, learning_starts: int, warmup: int,
   return result
 
 
+# algorithms no released peer ships: timed on our side alone
+NO_PEER = {"simbav2": "sbx has SimbaV2 only on a branch"}
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--steps", type=int, default=2_000, help="timed learning steps per side")
@@ -143,7 +148,7 @@ def main() -> None:
   p.add_argument("--sb3", action="store_true", help="SB3 (torch) too")
   p.add_argument("--parts", action="store_true", help="batchrl's update and act alone")
   p.add_argument("--skip-peers", action="store_true")
-  p.add_argument("--algo", choices=("sac", "td3", "tqc", "crossq"), default="sac")
+  p.add_argument("--algo", choices=("sac", "td3", "tqc", "crossq", "simbav2"), default="sac")
   p.add_argument("--blocks", nargs="+", type=int, default=[1], metavar="K",
                  help="also time batchrl with K gradient steps after every K env steps "
                  "(update_frequency=K, repeat_update=K), e.g. --blocks 1 8 64")
@@ -163,7 +168,9 @@ def main() -> None:
                  ours(args.steps, args.learning_starts, args.warmup, False, block=block,
                       algo=algo)))
   sbx = None
-  if not args.skip_peers:
+  if algo in NO_PEER:
+    print(f"no peer times {name}: {NO_PEER[algo]}", flush=True)
+  elif not args.skip_peers:
     print("timing sbx ...", flush=True)
     sbx = peer("sbx", args.steps, args.learning_starts, args.warmup, algo)
     if sbx is not None:
