@@ -213,7 +213,7 @@ def test_rewards_are_scaled_by_the_spread_of_the_running_discounted_return():
 def test_the_memory_keeps_rewards_as_they_came_and_the_summary_shows_the_scale(simbav2):
   config, model, state, _, _ = simbav2
   stored = np.asarray(state.memory.items.reward)[:24]
-  assert np.abs(stored).max() > 1.5  # raw rewards (uniform in [-2, 0) from store_random)
+  assert np.abs(stored).max() > 1.5  # raw rewards (standard normal draws of store_random)
   scalars = model.summarize(state)["scalars"]
   assert float(scalars["reward_scale"]) == pytest.approx(
       float(rewards.scale(config, state.reward_stats)))
