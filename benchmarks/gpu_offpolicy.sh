@@ -5,7 +5,8 @@
 # target: 1M steps in at most 15 minutes a run).
 #
 #   bash benchmarks/gpu_offpolicy.sh [OUTDIR]            # all three parts
-#   PARTS=seeds bash benchmarks/gpu_offpolicy.sh         # one part (step, shared, seeds, m1m)
+#   PARTS=seeds bash benchmarks/gpu_offpolicy.sh         # one part (step, shared, seeds, m1m,
+#                                                        # frontier)
 #   QUICK=1 bash benchmarks/gpu_offpolicy.sh /tmp/check  # the same steps, tiny, on a CPU
 #
 # On the H200 (2026-11-30) `step` and `shared` took about 6 minutes together; `seeds` is
@@ -30,6 +31,11 @@
 #   1M-step memories and the report come after it). Its logdir is
 #   benchmarks/results/mujoco-1m-lanes (git-ignored: a warm machine keeps it between calls,
 #   so the same call continues the run); the records come back in m1m-records/.
+# - frontier.txt: not in the default PARTS. `benchmarks/sac_step.py --algo A --skip-peers`
+#   for TQC, CrossQ and SimbaV2 (issue 51): the time per learning step of each with its
+#   named config's values (CrossQ's 1024-wide critics, SimbaV2's 512-wide blocks: on 2 CPU
+#   cores about 50 and 340 ms), which decides whether the mujoco-100k and simbav2-100k
+#   suites fit a GPU session.
 #
 # A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and
 # optax, but none of these three) takes them as wheels from .whl/ in the repository root,
@@ -67,8 +73,8 @@ fi
 
 parts=${PARTS:-step shared seeds}
 for part in $parts; do
-  case $part in step|shared|seeds|m1m) ;; *) echo "PARTS: unknown part '$part' (valid: step" \
-    "shared seeds m1m)" >&2; exit 2;; esac
+  case $part in step|shared|seeds|m1m|frontier) ;; *) echo "PARTS: unknown part '$part'" \
+    "(valid: step shared seeds m1m frontier)" >&2; exit 2;; esac
 done
 has() { [[ " $parts " == *" $1 "* ]]; }
 
@@ -118,3 +124,7 @@ m1m() {  # four seeds of sac_mujoco HalfCheetah-v5 at 1M as one run, stopped aft
   tail -n 3 "$logdir"/runs/*/metrics.jsonl
 }
 has m1m && m1m 2>&1 | tee "$out/m1m.txt"
+
+has frontier && for algo in tqc crossq simbav2; do
+  python3 benchmarks/sac_step.py --algo "$algo" --skip-peers "${step_args[@]}"
+done 2>&1 | tee "$out/frontier.txt"
