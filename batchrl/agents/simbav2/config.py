@@ -10,7 +10,8 @@ critics and the temperature, which starts at 0.01 and steers toward -0.5 per act
 element, uniform actions for the first 5000 steps and learning from then on.
 
 What differs from the reference: the learning rates stay constant (the reference decays
-them linearly to half over 1M updates: at 100k steps they are at 95%), and the temperature
+them linearly to half over its run's updates: 1M in its MuJoCo runs, where at 100k steps
+they are at 95%), and the temperature
 steps down ``-log alpha (log pi + target)`` as every soft actor-critic here (the
 reference's ``alpha (H - target)`` has the same sign and, under Adam, nearly the same step),
 and the weights start as normal draws projected on the sphere rather than orthogonal ones
