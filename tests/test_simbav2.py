@@ -262,6 +262,7 @@ def test_the_actor_steps_through_the_critics_before_their_step(simbav2):
     (dict(architecture="simba"), "simbav2.architecture is not read"),
     (dict(critic_dropout=0.01), "simbav2.critic_dropout is not read"),
     (dict(log_std_head="clip"), "simbav2.log_std_head is not read"),
+    (dict(clip_loss=1.0), "simbav2.clip_loss is not read"),
     (dict(network='[{"type": "dense", "size": 8}]'), "simbav2.network is not read"),
     (dict(normalized_return_max=0.0), "simbav2.normalized_return_max must be > 0"),
     (dict(target_entropy_scale=-1.0), "simbav2.target_entropy_scale must be > 0"),

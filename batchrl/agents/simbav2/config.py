@@ -17,8 +17,9 @@ reference's ``alpha (H - target)`` has the same sign and, under Adam, nearly the
 and the weights start as normal draws projected on the sphere rather than orthogonal ones
 (``batchrl.networks.hyperspherical.HyperDense`` says why).
 
-Its networks are its own: ``architecture``, ``critic_dropout``, ``critic_layer_norm``,
-``log_std_head`` and a ``network`` spec other than 'auto' are not read, and a value other
+Its networks and loss are its own: ``architecture``, ``critic_dropout``,
+``critic_layer_norm``, ``log_std_head``, ``clip_loss`` (its critics learn by cross entropy)
+and a ``network`` spec other than 'auto' are not read, and a value other
 than their default is an error rather than silently unread."""
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from batchrl.configclass import ConfigError, configclass, param
 
 # fields of the shared config SimbaV2's own networks leave unread, with their defaults
 _NOT_READ = {"architecture": "mlp", "critic_dropout": 0.0, "critic_layer_norm": False,
-             "log_std_head": "tanh"}
+             "log_std_head": "tanh", "clip_loss": 0.0}
 
 
 @configclass
@@ -80,8 +81,8 @@ class SimbaV2Config(StochasticActorConfig):
                           f"{widths!r} (e.g. {(widths[0],) * len(widths)!r}).")
     for name, default in _NOT_READ.items():
       if getattr(self, name) != default:
-        raise ConfigError(f"simbav2.{name} is not read: SimbaV2's networks are its own "
-                          f"hyperspherical ones (leave it at {default!r}); got "
+        raise ConfigError(f"simbav2.{name} is not read: SimbaV2's networks and critic loss "
+                          f"are its own (leave it at {default!r}); got "
                           f"{getattr(self, name)!r}.")
     if self.network is not None and json.loads(self.network) != "auto":
       raise ConfigError("simbav2.network is not read: SimbaV2's networks are its own "
