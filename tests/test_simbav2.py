@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import Agent
+from batchrl import Agent, configs
 from batchrl.agents.actor_critic import learning, rewards
 from batchrl.agents.actor_critic.networks import squashed_sample
 from batchrl.agents.simbav2 import SimbaV2Config
@@ -228,6 +228,26 @@ def test_sampled_batches_carry_the_stored_rewards_scaled(simbav2):
                              raw / float(rewards.scale(config, state.reward_stats)), rtol=1e-6)
 
 
+def test_the_learning_rates_decay_linearly_over_the_run_s_gradient_steps():
+  """batchrl train fits ``learning_rate_decay_steps`` to the run (its updates times
+  ``repeat_update``); each optimizer's step along a constant gradient (Adam: a step of the
+  rate itself) shrinks linearly to half of it there."""
+  assert configs.get("simbav2_pendulum").config.learning_rate_decay_steps == 20_000
+  longer = configs.apply_overrides(configs.get("simbav2_mujoco"),
+                                   ["steps=100000", "repeat_update=8"])
+  assert longer.config.learning_rate_decay_steps == 800_000
+  assert configs.get("sac_mujoco").config.learning_rate_decay_steps is None  # constant
+  config = SimbaV2Config(learning_rate=1e-3, critic_learning_rate=1e-3,
+                         alpha_learning_rate=1e-3, learning_rate_decay_steps=10)
+  for opt in learning.optimizers(config, learns_alpha=True):
+    state, moves = opt.init(jnp.float32(0.0)), []
+    for _ in range(12):
+      update, state = opt.update(jnp.float32(1.0), state, jnp.float32(0.0))
+      moves.append(-float(update))
+    np.testing.assert_allclose(moves, [1e-3 * (1 - 0.5 * min(t, 10) / 10) for t in range(12)],
+                               rtol=1e-4)
+
+
 # -------------------------------------------------------------------------------- update
 
 
@@ -293,13 +313,14 @@ def test_the_same_seed_gives_the_same_state(simbav2):
 @pytest.mark.gymnax
 @pytest.mark.slow
 def test_simbav2_learns_pendulum_within_4k_steps(learning_seed):
-  """``pendulum_simbav2`` with blocks of 64, batch 128, learning from step 500, on gymnax
-  Pendulum (4 envs, one gradient step per environment step). Measured after each 1k steps
+  """``pendulum_simbav2`` with blocks of 64, batch 128, learning from step 500, constant
+  rates (the decay has its own test), on gymnax Pendulum (4 envs, one gradient step per
+  environment step). Measured after each 1k steps
   (2026-12-07, 25 s a seed on 2 cores shared with another run): seed 0 -1004, -1405, -159,
   -187; seed 1 -1363, -1329, -696, -191; seed 2 -1387, -1322, -188, -187 (and -146, -150,
   -232 at 5k)."""
   config = pendulum_simbav2(actor_layers=(64,), critic_layers=(64, 64), batch_size=128,
                             first_update=500, start_steps=500, update_frequency=1,
-                            repeat_update=4)
+                            repeat_update=4, learning_rate_decay_steps=None)
   best, scores = pendulum_best(make_simbav2(config), 4, 250, seed=learning_seed)
   assert best >= -400, scores

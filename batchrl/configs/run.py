@@ -277,9 +277,14 @@ def fit_schedules(exp: Experiment) -> Experiment:
   return exp if config == exp.config else dataclasses.replace(exp, config=config)
 
 
-def _iterations(run: RunConfig, config) -> int | None:
-  period = getattr(config, "rollout_length", None)
-  return None if period is None else run.iterations(period * run.num_envs)
+def _iterations(run: RunConfig, config) -> tuple[int, int] | None:
+  """What the schedules fitted to a run count: the run's updates of the agent's period
+  (``rollout_length``, else ``update_frequency`` stores) and the gradient steps of each
+  (``repeat_update``); None for an agent with neither."""
+  period = getattr(config, "rollout_length", None) or getattr(config, "update_frequency", None)
+  if period is None:
+    return None
+  return run.iterations(period * run.num_envs), getattr(config, "repeat_update", 1)
 
 
 def _unknown_key(key: str, run_keys: set[str], agent_keys: set[str], exp: Experiment) -> str:

@@ -17,6 +17,7 @@ SimBa policies; and DroQ's critics (Hiraoka et al. 2022: ``critic_dropout``,
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Literal
 
@@ -50,6 +51,13 @@ class ActorCriticConfig(ReplayConfig):
                                "own (critic_learning_rate).")
   critic_learning_rate: float = param(3e-4, "The critic's Adam step size (TensorForce: "
                                       "critic_optimizer).")
+  learning_rate_decay_steps: int | None = param(
+      None, "Gradient steps over which the learning rates of the actor, the critics and the "
+      "temperature decay linearly to learning_rate_decay_to times their values (SimbaV2's "
+      "schedule; each optimizer counts its own steps); batchrl train sets it to the run's "
+      "gradient steps (its updates times repeat_update). None: constant rates.")
+  learning_rate_decay_to: float = param(0.5, "With learning_rate_decay_steps: the fraction of "
+                                        "each learning rate reached at its end.")
   adam_beta1: float = param(0.9, "Adam's first-moment decay for the actor and the critics "
                             "(CrossQ's 0.5).")
   weight_decay: float = param(0.0, "AdamW's decoupled weight decay of the actor's and the "
@@ -198,6 +206,12 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
                       f"{c.normalized_return_max!r}.")
   if c.n_step < 1:
     raise ConfigError(f"{prefix}.n_step must be >= 1 (1: one-step targets), got {c.n_step!r}.")
+  if c.learning_rate_decay_steps is not None and c.learning_rate_decay_steps < 1:
+    raise ConfigError(f"{prefix}.learning_rate_decay_steps must be >= 1 or None (constant "
+                      f"rates), got {c.learning_rate_decay_steps!r}.")
+  if not c.learning_rate_decay_to >= 0:
+    raise ConfigError(f"{prefix}.learning_rate_decay_to must be >= 0, got "
+                      f"{c.learning_rate_decay_to!r}.")
   if not 0 <= c.adam_beta1 < 1:
     raise ConfigError(f"{prefix}.adam_beta1 must be in [0, 1), got {c.adam_beta1!r}.")
   if c.weight_decay < 0:
@@ -226,6 +240,17 @@ def check_actor_critic(c: ActorCriticConfig, prefix: str) -> None:
     raise ConfigError(f"{prefix}.critic_layer_norm adds LayerNorm to MLP critics; SimBa's "
                       "blocks already normalize their inputs (architecture 'simba'): leave it "
                       "False.")
+
+
+def decay_over_run(config, iterations):
+  """The family's ``fit_schedules``: a decaying learning rate (``learning_rate_decay_steps``
+  given) spans the run's gradient steps, ``iterations(update_frequency)`` updates of
+  ``repeat_update`` each (the reference SimbaV2's interaction steps times its update ratio);
+  constant rates stay constant."""
+  if config.learning_rate_decay_steps is None:
+    return config
+  steps = iterations(config.update_frequency) * config.repeat_update
+  return dataclasses.replace(config, learning_rate_decay_steps=steps)
 
 
 def parse_exploration(text: str | None, where: str):

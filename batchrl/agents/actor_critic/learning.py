@@ -32,17 +32,25 @@ def optimizers(config, learns_alpha: bool = False) -> Optimizers:
   """Adam (``adam_beta1``) for the actor and the critics (after global-norm clipping with
   ``max_grad_norm``), AdamW with ``weight_decay`` > 0 (sbx's SimBa policies; every parameter
   decays, as optax.adamw's default); and (Adam's defaults, as sbx's) for the log temperature
-  when it ``learns_alpha``."""
+  when it ``learns_alpha``. Their rates decay linearly over ``learning_rate_decay_steps``
+  when it is given."""
   clip = ([optax.clip_by_global_norm(config.max_grad_norm)]
           if config.max_grad_norm is not None else [])
 
+  def scheduled(rate):  # constant, or decaying linearly (a Python check: the same program)
+    if config.learning_rate_decay_steps is None:
+      return rate
+    return optax.linear_schedule(rate, rate * config.learning_rate_decay_to,
+                                 config.learning_rate_decay_steps)
+
   def adam(rate):
+    rate = scheduled(rate)
     if not config.weight_decay:  # a Python check: Adam's program as it always was
       return optax.chain(*clip, optax.adam(rate, b1=config.adam_beta1, eps=config.adam_epsilon))
     return optax.chain(*clip, optax.adamw(rate, b1=config.adam_beta1, eps=config.adam_epsilon,
                                           weight_decay=config.weight_decay))
 
-  alpha = optax.adam(config.alpha_learning_rate) if learns_alpha else None
+  alpha = optax.adam(scheduled(config.alpha_learning_rate)) if learns_alpha else None
   return Optimizers(adam(config.learning_rate), adam(config.critic_learning_rate), alpha)
 
 

@@ -2,6 +2,7 @@
 a replay memory, as a pure ``Model`` (``model.py``; its family, ``family.py``); the shared parts
 are in ``batchrl.agents.actor_critic``. This module is the family's entry, free of JAX: its
 config and recipes (``recipes.py``)."""
+from batchrl.agents.actor_critic.config import decay_over_run
 from batchrl.agents.ddpg.config import DDPGConfig
 from batchrl.agents.ddpg.recipes import pendulum_ddpg
 from batchrl.agents.family import FamilyEntry
@@ -12,6 +13,6 @@ _DESCRIPTION = ("Deep deterministic policy gradient: a deterministic tanh actor,
 ENTRY = FamilyEntry(
     "ddpg", "Deep deterministic policy gradient (continuous actions)",
     agents={"ddpg": _DESCRIPTION, "dpg": _DESCRIPTION},
-    config_class=DDPGConfig)
+    config_class=DDPGConfig, fit_schedules=decay_over_run)
 
 __all__ = ["DDPGConfig", "ENTRY", "pendulum_ddpg"]

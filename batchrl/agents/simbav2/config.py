@@ -9,9 +9,12 @@ critics of two blocks of width 512, 101 bins on [-5, 5], Adam 1e-4 for the actor
 critics and the temperature, which starts at 0.01 and steers toward -0.5 per action
 element, uniform actions for the first 5000 steps and learning from then on.
 
-What differs from the reference: the learning rates stay constant (the reference decays
-them linearly to half over its run's updates: 1M in its MuJoCo runs, where at 100k steps
-they are at 95%), and the temperature
+The learning rates decay linearly to half over the run's gradient steps, as the
+reference's (``learning_rate_decay_steps``, which ``batchrl train`` fits to the run; 1M,
+the reference's MuJoCo runs, where the run's length is not known, as in
+``Agent.create``).
+
+What differs from the reference: the temperature
 steps down ``-log alpha (log pi + target)`` as every soft actor-critic here (the
 reference's ``alpha (H - target)`` has the same sign and, under Adam, nearly the same step),
 and the weights start as normal draws projected on the sphere rather than orthogonal ones
@@ -41,6 +44,10 @@ class SimbaV2Config(StochasticActorConfig):
   critic_learning_rate: float = param(1e-4, "Adam step size of the critics.")
   alpha_learning_rate: float = param(1e-4, "Adam step size of log alpha; 0: alpha stays "
                                      "initial_alpha.")
+  learning_rate_decay_steps: int | None = param(
+      1_000_000, "Gradient steps over which the learning rates decay linearly to "
+      "learning_rate_decay_to (0.5) times their values; batchrl train sets it to the run's "
+      "gradient steps, as the reference; None: constant rates.")
   initial_alpha: float = param(0.01, "The entropy temperature alpha at the start.")
   target_entropy_scale: float = param(0.5, "With target_entropy None, the target is minus "
                                       "this times the action size.")

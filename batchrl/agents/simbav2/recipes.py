@@ -10,7 +10,8 @@ def pendulum_simbav2(**changes) -> SimbaV2Config:
   actor, critics and temperature (Pendulum's 200-step episodes learn in a few thousand
   steps), the temperature from 0.1, learning from step 1000 on with uniform actions before
   it, gamma 0.99. Measured on gymnax Pendulum (blocks of 64, batch 128, 4 envs, learning
-  from step 500), the best greedy return within 5k steps, seeds 0, 1, 2: from 0.1, -146,
+  from step 500, constant rates), the best greedy return within 5k steps, seeds 0, 1, 2:
+  from 0.1, -146,
   -152, -181; from the reference's 0.01, -129, -90 and -579 (seed 2 still at -673 after 4k
   steps; both measured with orthogonal initial weights, before ``HyperDense`` drew normal
   ones: from 0.1 with those, -146, -150, -187)."""
