@@ -2,6 +2,7 @@
 (``batchrl bench --write-docs``, batchrl/bench/docs.py)."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -69,3 +70,10 @@ def test_a_page_without_a_tables_markers_is_an_error_naming_it(clone):
     ([-0.2, 0.2], "0.00 ± 0.20")])
 def test_mean_and_std_are_written_to_the_digits_the_spread_allows(values, text):
   assert report.mean_std(values) == text
+
+
+def test_a_parity_row_whose_peer_has_not_run_says_pending():
+  record = json.loads((ROOT / "benchmarks/records/parity/batchrl-crossq-HalfCheetah-v5-s0.json")
+                      .read_text())
+  row = docs._parity_row("crossq_mujoco", "HalfCheetah-v5", [record], [])
+  assert "nan" not in row and row.count("pending") == 3, row  # best, final and wall

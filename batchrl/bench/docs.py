@@ -242,9 +242,11 @@ def _parity_note(results: dict, algo: str, env: str, about: dict) -> str:
 def _parity_row(label: str, env: str, ours: list[dict], peer: list[dict]) -> str:
   best, peer_best = [learned_best(r) for r in ours], [learned_best(r) for r in peer]
   ratio = f"{_mean(best) / _mean(peer_best):.2f}x" if peer_best else "-"
-  finals = [report.significant(_mean([r["final_return"] for r in runs]), 3)
-            for runs in (ours, peer)]
-  walls = [report.duration(_mean([_wall(r) for r in runs])) for runs in (ours, peer)]
+  # a side with no finished run yet (the peer's still to run) reads "pending"
+  finals = [report.significant(_mean([r["final_return"] for r in runs]), 3) if runs
+            else "pending" for runs in (ours, peer)]
+  walls = [report.duration(_mean([_wall(r) for r in runs])) if runs else "pending"
+           for runs in (ours, peer)]
   seeds = str(len(ours)) if len(ours) == len(peer) else f"{len(ours)} / {len(peer)}"
   return " | ".join([f"| {label}", env, steps_text(ours[0]["steps"]), seeds,
                      report.mean_std(best), report.mean_std(peer_best), ratio,
