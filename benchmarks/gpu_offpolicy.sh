@@ -33,8 +33,8 @@
 #   so the same call continues the run); the records come back in m1m-records/.
 # - frontier.txt: not in the default PARTS. `benchmarks/sac_step.py --algo A --skip-peers`
 #   for TQC, CrossQ and SimbaV2 (issue 51): the time per learning step of each with its
-#   named config's values (CrossQ's 1024-wide critics, SimbaV2's 512-wide blocks: on 2 CPU
-#   cores about 50 and 340 ms), which decides whether the mujoco-100k and simbav2-100k
+#   named config's values (CrossQ's 1024-wide critics, SimbaV2's 512-wide blocks: on 2 quiet
+#   CPU cores about 50 and 150 ms), which decides whether the mujoco-100k and simbav2-100k
 #   suites fit a GPU session.
 #
 # A machine without MuJoCo, Gymnasium or tensorboardX (the lent GPU machine has JAX, flax and

@@ -175,9 +175,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                 for config in ("sac_mujoco", "td3_mujoco", "tqc_mujoco", "crossq_mujoco",
                                "sac_simba_mujoco", "tqc_simba_mujoco", "droq_mujoco")
                 for env in _MUJOCO + ("Humanoid-v5",))),
-    # SimbaV2's gradient step is about 35 GFLOP (2 critics of two 512-wide blocks, 4x wide
-    # inside): ~0.34 s on 2 CPU cores, so 8 of them per environment step for 100k steps is
-    # days there
+    # SimbaV2's gradient step is about 28 GFLOP (2 critics of two 512-wide blocks, 4x wide
+    # inside): 148 ms a learning step on 2 quiet CPU cores (sac_step.py --algo simbav2,
+    # 2026-12-07), so 8 gradient steps per environment step for 100k steps is 1-2 days there
     Suite("simbav2-100k", "SimbaV2 with the reference's values and its published update "
           "ratio (8 gradient steps per environment step) on five MuJoCo v5 tasks, 100k steps: "
           "sized for a GPU machine",
