@@ -152,10 +152,16 @@ def test_the_target_takes_the_smaller_critic_and_shifts_every_atom_by_the_entrop
   items = items._replace(reward=jnp.linspace(-3, 3, 8),
                          terminated=jnp.arange(8) % 3 == 0)
   alpha, key = 0.2, jax.random.key(3)
-  got = np.asarray(simbav2_target(config, nets, state.params.actor, state.params.critic, items,
-                                  0.9, key, alpha))
-  action, log_prob = squashed_sample(key, *nets.actor(state.params.actor, items.next_obs))
-  logits = np.asarray(nets.critic(state.params.critic, items.next_obs, action))
+
+
+  @jax.jit  # one program for the target and the networks' outputs it is checked against
+  def target_and_parts(items):
+    target = simbav2_target(config, nets, state.params.actor, state.params.critic, items, 0.9,
+                            key, alpha)
+    action, log_prob = squashed_sample(key, *nets.actor(state.params.actor, items.next_obs))
+    return target, log_prob, nets.critic(state.params.critic, items.next_obs, action)
+
+  got, log_prob, logits = map(np.asarray, target_and_parts(items))
   probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
   atoms = np.linspace(-5, 5, 11)
   means = (probs * atoms).sum(-1)  # [C, K]

@@ -26,14 +26,14 @@ and a ``network`` spec other than 'auto' are not read, and a value other
 than their default is an error rather than silently unread."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from batchrl.agents.actor_critic.config import StochasticActorConfig, check_stochastic_actor
 from batchrl.configclass import ConfigError, configclass, param
 
-# fields of the shared config SimbaV2's own networks leave unread, with their defaults
-_NOT_READ = {"architecture": "mlp", "critic_dropout": 0.0, "critic_layer_norm": False,
-             "log_std_head": "tanh", "clip_loss": 0.0}
+# fields of the shared config SimbaV2's own networks and loss leave unread
+_NOT_READ = ("architecture", "critic_dropout", "critic_layer_norm", "log_std_head", "clip_loss")
 
 
 @configclass
@@ -86,7 +86,9 @@ class SimbaV2Config(StochasticActorConfig):
         raise ConfigError(f"simbav2.{name} lists SimbaV2's blocks, each a step between two "
                           f"points of one sphere, so every block has the same width; got "
                           f"{widths!r} (e.g. {(widths[0],) * len(widths)!r}).")
-    for name, default in _NOT_READ.items():
+    defaults = {f.name: f.default for f in dataclasses.fields(StochasticActorConfig)}
+    for name in _NOT_READ:
+      default = defaults[name]
       if getattr(self, name) != default:
         raise ConfigError(f"simbav2.{name} is not read: SimbaV2's networks and critic loss "
                           f"are its own (leave it at {default!r}); got "
