@@ -28,7 +28,9 @@ critics of 25 quantiles; sbx and SB3 / sb3-contrib with the same values, as
   (``benchmarks/peers/sbx_step.py``).
 
 ``--parts``: where batchrl's step goes: the agent's update program alone on a filled memory
-(jitted, state donated), its act alone, and the whole compiled chunk per step.
+(jitted, state donated), its act alone, and the whole compiled chunk per step; the update's
+FLOPs (XLA's cost analysis) and this machine's speed at the critics' widest product, whose
+ratio is the least time any implementation of that arithmetic takes here.
 
 The sides run one after the other on a possibly shared machine: compare ratios within one
 run (the load average is printed with the table).
@@ -55,6 +57,7 @@ from batchrl.train.local import LocalTrainer  # noqa: E402  (after the path twea
 from peers import run as peers  # noqa: E402  (after the path tweak above)
 
 ENV = "HalfCheetah-v5"
+BATCH = 256  # the *_mujoco recipes' batch size (checked in ``ours``)
 
 
 def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int = 0,
@@ -66,6 +69,8 @@ def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int =
   named = configs.get(f"{algo}_mujoco")
   config = dataclasses.replace(named.config, first_update=learning_starts,
                                update_frequency=block, repeat_update=block)
+  if config.batch_size != BATCH:
+    raise SystemExit(f"{algo}_mujoco's batch is {config.batch_size}, this script times {BATCH}")
   exp = dataclasses.replace(named, config=config,
                             run=dataclasses.replace(named.run, env=ENV, seed=seed))
   with tempfile.TemporaryDirectory() as run_dir:
@@ -84,7 +89,7 @@ def ours(steps: int, learning_starts: int, warmup: int, parts: bool, seed: int =
       wall, cpu = time.perf_counter() - start, time.process_time() - cpu
       result = {"step_ms": wall / steps * 1e3, "cpu_ms": cpu / steps * 1e3}
       if parts:
-        result.update(program_parts(trainer, steps))
+        result.update(program_parts(trainer, steps, max(config.critic_layers)))
     finally:
       trainer.close()
   return result
@@ -106,16 +111,38 @@ def timed(fn, arg, calls: int) -> float:
   return (time.perf_counter() - start) / calls * 1e3
 
 
-def program_parts(trainer: LocalTrainer, calls: int) -> dict:
+def program_parts(trainer: LocalTrainer, calls: int, width: int) -> dict:
   """The agent's update (one gradient step, state donated) and act programs alone, on the
-  trainer's state (its memory filled by the run)."""
+  trainer's state (its memory filled by the run); the update's FLOPs by XLA's cost analysis
+  and this machine's speed at the critics' largest product (``width``), whose ratio is the
+  floor no implementation of the same arithmetic goes below."""
   agent, obs = trainer.agent, trainer.sim.obs
   update = jax.jit(lambda s: agent.update(s)[0], donate_argnums=0)
+  flops = program_flops(update, trainer.sim.agent_state)
   update_ms = timed(update, jax.tree.map(jnp.copy, trainer.sim.agent_state), calls)
   state = trainer.sim.agent_state
   act = jax.jit(lambda s, key: (agent.act(s, obs, key)[0], jax.random.fold_in(key, 1)))
   act_ms = timed(lambda out: act(state, out[1]), act(state, jax.random.key(0)), calls)
-  return {"update_ms": update_ms, "act_ms": act_ms}
+  return {"update_ms": update_ms, "act_ms": act_ms, "update_gflop": flops / 1e9,
+          "matmul_gflops": matmul_gflops(BATCH, width, calls)}
+
+
+def program_flops(jitted, *args) -> float:
+  """Floating-point operations of one call of ``jitted`` by XLA's cost analysis (NaN when
+  this jaxlib gives none). A branch (the actor held on TD3's and CrossQ's delayed steps)
+  counts as XLA counts it."""
+  cost = jitted.lower(*args).compile().cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float((cost or {}).get("flops", float("nan")))
+
+
+def matmul_gflops(batch: int, width: int, calls: int) -> float:
+  """GFLOP/s of a ``batch x width`` by ``width x width`` float32 product on this machine (all
+  its cores, as XLA runs the update): the speed of an MLP layer of that width."""
+  weights = jax.random.normal(jax.random.key(0), (width, width)) / width ** 0.5
+  layer = jax.jit(lambda x: x @ weights)
+  ms = timed(layer, jax.random.normal(jax.random.key(1), (batch, width)), calls)
+  return 2 * batch * width * width / (ms * 1e-3) / 1e9
 
 
 def peer(library: str, steps: int, learning_starts: int, warmup: int,
@@ -138,6 +165,20 @@ def peer(library: str, steps: int, learning_starts: int, warmup: int,
 
 # algorithms no released peer ships: timed on our side alone
 NO_PEER = {"simbav2": "sbx has SimbaV2 only on a branch"}
+
+
+def floor_line(mine: dict, width: int) -> str:
+  """The update's arithmetic against this machine's speed: the floor of any implementation
+  of the same arithmetic."""
+  gflop, speed = mine["update_gflop"], mine["matmul_gflops"]
+  floor_ms = gflop / speed * 1e3
+  return (f"update: {gflop * 1e3:.0f} MFLOP a gradient step (XLA's cost analysis, which counts "
+          f"a branch at its larger side: with the actor's step where policy_delay holds it on "
+          f"some steps); this machine multiplies {BATCH}x{width} by {width}x{width} at "
+          f"{speed:.0f} GFLOP/s, so that much arithmetic takes at least {floor_ms:.2f} ms with "
+          f"every product at that speed; the update program alone ran at "
+          f"{gflop / mine['update_ms'] * 1e3:.0f} GFLOP/s "
+          f"({100 * floor_ms / mine['update_ms']:.0f}% of that speed)")
 
 
 def main() -> None:
@@ -194,6 +235,7 @@ def main() -> None:
   if args.parts:
     print(f"\nbatchrl parts: update program alone {mine['update_ms']:.2f} ms, act alone "
           f"{mine['act_ms']:.3f} ms, whole step {mine['step_ms']:.2f} ms")
+    print(floor_line(mine, max(config.critic_layers)))
 
 
 if __name__ == "__main__":
