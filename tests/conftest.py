@@ -86,13 +86,17 @@ def train_chunks(kit: FusedKit, sim, chunks: int, length: int):
   return sim, jax.tree.map(lambda *x: np.concatenate(x, axis=axis), *infos)
 
 
-def learning_curve(kit: FusedKit, sim, evals: int, length: int):
-  """Mean deterministic scores before training and after each of ``evals`` chunks of
-  ``length`` iterations, ``[evals + 1(, seeds)]``, and the last chunk's infos."""
+def learning_curve(kit: FusedKit, sim, evals: int, length: int,
+                   until: Callable[[np.ndarray], bool] | None = None):
+  """Mean deterministic scores before training and after each of up to ``evals`` chunks of
+  ``length`` iterations, ``[evals + 1(, seeds)]``, and the last chunk's infos; ``until(scores
+  so far)`` true stops early (once what a test asserts of the budget holds already)."""
   scores, infos = [np.asarray(kit.evaluate(sim)["mean_score"])], None
   for _ in range(evals):
     sim, infos = kit.run_chunk(sim, length)
     scores.append(np.asarray(kit.evaluate(sim)["mean_score"]))
+    if until is not None and until(np.stack(scores)):
+      break
   return np.stack(scores), infos
 
 
