@@ -77,3 +77,16 @@ def test_a_parity_row_whose_peer_has_not_run_says_pending():
                       .read_text())
   row = docs._parity_row("crossq_mujoco", "HalfCheetah-v5", [record], [])
   assert "nan" not in row and row.count("pending") == 3, row  # best, final and wall
+
+
+def test_runs_with_sbx_s_log_std_head_have_their_own_row_beside_sbx():
+  """``parity.py --libraries batchrl-clip`` (sbx's clipped log-std head): a row of its own,
+  compared with sbx's runs of the task, its seed count beside theirs where they differ."""
+  records = docs._parity_results(ROOT / docs.RECORDS / "parity")
+  clip, peer = records["batchrl-clip", "tqc", "HalfCheetah-v5"], records["sbx", "tqc",
+                                                                        "HalfCheetah-v5"]
+  seeds = str(len(clip)) if len(clip) == len(peer) else f"{len(clip)} / {len(peer)}"
+  table = docs.tables()["parity"]
+  row = next(line for line in table.splitlines()
+             if line.startswith("| tqc_mujoco with sbx's clipped log-std head | HalfCheetah-v5"))
+  assert f" | {seeds} | " in row and "pending" not in row, row

@@ -173,9 +173,10 @@ def _grouped(missing: list[tuple[str, str]]) -> str:
 
 # ------------------------------------------------------------------ parity with sbx
 
-# (library as the result files name it, its label: {algo} is 'sac' or 'td3')
+# (library as the result files name it, its label: {algo} is the agent, 'sac' to 'crossq')
 _LIBRARIES = (("batchrl", "{algo}_mujoco"), ("sbx", "sbx {algo}"),
-              ("batchrl-sbx", "{algo}_mujoco with sbx's two TD3 choices"))
+              ("batchrl-sbx", "{algo}_mujoco with sbx's two TD3 choices"),
+              ("batchrl-clip", "{algo}_mujoco with sbx's clipped log-std head"))
 _TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")  # the order of the rows
 
 
