@@ -129,8 +129,9 @@ def program_parts(trainer: LocalTrainer, calls: int, width: int) -> dict:
 
 def program_flops(jitted, *args) -> float:
   """Floating-point operations of one call of ``jitted`` by XLA's cost analysis (NaN when
-  this jaxlib gives none). A branch (the actor held on TD3's and CrossQ's delayed steps)
-  counts as XLA counts it."""
+  this jaxlib gives none). XLA counts a branch at its larger side (checked with a
+  ``lax.cond`` of a product and a scaling): TD3's and CrossQ's updates count their actor's
+  step, which runs on every ``policy_delay``-th gradient step only."""
   cost = jitted.lower(*args).compile().cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   return float((cost or {}).get("flops", float("nan")))
