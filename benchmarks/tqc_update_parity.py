@@ -5,6 +5,11 @@ Runs in the peers' venv with batchrl importable (the two share the JAX stack; sb
 batchrl's dependency)::
 
     PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py
+    PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py \
+        --from-run benchmarks/results/parity/batchrl/tqc-HalfCheetah-v5-s2-tqc_mujoco
+
+``--from-run DIR``: from the state a ``tqc_mujoco`` run's newest checkpoint holds instead
+(the parameters, temperature, optimizer and memory of real training), restored from a copy.
 
 Prints the largest difference per tensor and exits 1 if any exceeds the tolerance.
 
@@ -129,6 +134,38 @@ def batchrl_side(env):
   new, metrics = update(state)
   assert float(metrics["learning"]) == 1.0 and float(metrics["target_synced"]) == 1.0
   return config, state, new, metrics
+
+
+def trained_side(run_dir: str):
+  """The state a ``tqc_mujoco`` run's newest checkpoint holds (a copy of the run directory is
+  restored, so the run is left as it was) and one update from it, as ``batchrl_side``: the
+  trained regime (a small temperature, parameters and Adam moments of 95k gradient steps, a
+  memory of real transitions) that random transitions do not reach."""
+  import shutil
+  import tempfile
+
+  import jax
+
+  from batchrl import configs
+  from batchrl.train.local import LocalTrainer
+
+  with tempfile.TemporaryDirectory() as tmp:
+    copy = os.path.join(tmp, "run")
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("events.out.*"))
+    exp = configs.load(os.path.join(copy, "config.yaml"))
+    trainer = LocalTrainer(exp, copy)
+    try:
+      if not trainer.restore():
+        raise SystemExit(f"{run_dir} has no checkpoint to restore")
+      state, model = jax.device_get(trainer.sim.agent_state), trainer.agent
+    finally:
+      trainer.close()
+  # in the run each update follows a store, whose step makes it sync the targets; here no
+  # step passed since the checkpoint's update, so the boundary is set back as in a run
+  state = state._replace(last_sync=np.zeros_like(state.last_sync))
+  new, metrics = jax.jit(model.update)(state)
+  assert float(metrics["learning"]) == 1.0 and float(metrics["target_synced"]) == 1.0
+  return exp.config, state, new, metrics
 
 
 def step_inputs(config, state, act_size: int):
@@ -326,7 +363,10 @@ def main() -> int:
   from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
 
   env = gym.make(ENV)
-  config, state, new, metrics = batchrl_side(env)
+  if len(sys.argv) > 2 and sys.argv[1] == "--from-run":
+    config, state, new, metrics = trained_side(sys.argv[2])
+  else:
+    config, state, new, metrics = batchrl_side(env)
   items, eps_target, eps_actor = step_inputs(config, state, env.action_space.shape[0])
   theirs = sbx_side(env, state, items, eps_target, eps_actor)
   assert theirs["n_target_quantiles"] == config.kept_quantiles == 46
