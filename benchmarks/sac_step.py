@@ -117,8 +117,10 @@ def program_parts(trainer: LocalTrainer, calls: int, width: int) -> dict:
   and this machine's speed at the critics' largest product (``width``), whose ratio is the
   floor no implementation of the same arithmetic goes below."""
   agent, obs = trainer.agent, trainer.sim.obs
-  update = jax.jit(lambda s: agent.update(s)[0], donate_argnums=0)
-  flops = program_flops(update, trainer.sim.agent_state)
+  # compiled once: the program timed is the one whose FLOPs are counted
+  update = jax.jit(lambda s: agent.update(s)[0], donate_argnums=0).lower(
+      trainer.sim.agent_state).compile()
+  flops = program_flops(update)
   update_ms = timed(update, jax.tree.map(jnp.copy, trainer.sim.agent_state), calls)
   state = trainer.sim.agent_state
   act = jax.jit(lambda s, key: (agent.act(s, obs, key)[0], jax.random.fold_in(key, 1)))
@@ -127,12 +129,12 @@ def program_parts(trainer: LocalTrainer, calls: int, width: int) -> dict:
           "matmul_gflops": matmul_gflops(BATCH, width, calls)}
 
 
-def program_flops(jitted, *args) -> float:
-  """Floating-point operations of one call of ``jitted`` by XLA's cost analysis (NaN when
-  this jaxlib gives none). XLA counts a branch at its larger side (checked with a
+def program_flops(compiled) -> float:
+  """Floating-point operations of one call of a ``compiled`` program by XLA's cost analysis
+  (NaN when this jaxlib gives none). XLA counts a branch at its larger side (checked with a
   ``lax.cond`` of a product and a scaling): TD3's and CrossQ's updates count their actor's
   step, which runs on every ``policy_delay``-th gradient step only."""
-  cost = jitted.lower(*args).compile().cost_analysis()
+  cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   return float((cost or {}).get("flops", float("nan")))
 

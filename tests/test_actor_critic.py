@@ -49,7 +49,7 @@ from batchrl.envs.jax_env import make_vec
 from batchrl.ops.targets import soft_update
 from batchrl.specs import EnvSpec
 from batchrl.train import fused
-from conftest import leaves
+from conftest import fused_kit, learning_curve, leaves
 
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 TORQUE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
@@ -469,18 +469,11 @@ def pendulum_best(model, chunks: int, iterations: int, num_envs: int = 4, seed: 
   """Fused gymnax Pendulum-v1: the best greedy return (mean over ``num_envs`` first
   episodes) over up to ``chunks`` evaluations, one after each ``iterations`` iterations,
   stopping at the first that reaches ``target`` (whether the best within the budget reaches
-  it is then told, without training on)."""
-  env = make_vec("Pendulum-v1", num_envs)
-  evaluate = jax.jit(fused.make_evaluate(env, model, 200))
-  run_chunk = fused.make_run_chunk(env, model)
-  sim = fused.init_sim(env, model, jax.random.key(seed))
-  scores = []
-  for _ in range(chunks):
-    sim, _ = run_chunk(sim, iterations)
-    scores.append(float(evaluate(sim)["mean_score"]))
-    if scores[-1] >= target:
-      break
-  return max(scores), scores
+  it is then told, without training on); and those evaluations."""
+  kit = fused_kit("Pendulum-v1", num_envs, model, eval_steps=200)
+  reached = lambda scores: scores[-1] >= target
+  scores = learning_curve(kit, kit.init(seed), chunks, iterations, until=reached)[0][1:]
+  return float(scores.max()), scores.tolist()
 
 
 SMALL = dict(actor_layers=(64, 64), critic_layers=(64, 64), batch_size=128, first_update=500,

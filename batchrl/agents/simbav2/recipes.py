@@ -11,10 +11,9 @@ def pendulum_simbav2(**changes) -> SimbaV2Config:
   steps), the temperature from 0.1, learning from step 1000 on with uniform actions before
   it, gamma 0.99. Measured on gymnax Pendulum (blocks of 64, batch 128, 4 envs, learning
   from step 500, constant rates), the best greedy return within 5k steps, seeds 0, 1, 2:
-  from 0.1, -146,
-  -152, -181; from the reference's 0.01, -129, -90 and -579 (seed 2 still at -673 after 4k
-  steps; both measured with orthogonal initial weights, before ``HyperDense`` drew normal
-  ones: from 0.1 with those, -146, -150, -187)."""
+  from 0.1, -146, -152, -181; from the reference's 0.01, -129, -90 and -579 (seed 2 still at
+  -673 after 4k steps; both measured with orthogonal initial weights, before ``HyperDense``
+  drew normal ones: from 0.1 with those, -146, -150, -187)."""
   values = dict(learning_rate=1e-3, critic_learning_rate=1e-3, alpha_learning_rate=1e-3,
                 initial_alpha=0.1, first_update=1000, start_steps=1000, discount=0.99)
   values.update(changes)
