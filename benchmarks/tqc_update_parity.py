@@ -7,11 +7,27 @@ batchrl's dependency)::
     PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py
     PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py \
         --from-run benchmarks/results/parity/batchrl/tqc-HalfCheetah-v5-s2-tqc_mujoco
+    PYTHONPATH=. benchmarks/.peers-venv/bin/python benchmarks/tqc_update_parity.py --updates 200
 
 ``--from-run DIR``: from the state a ``tqc_mujoco`` run's newest checkpoint holds instead
 (the parameters, temperature, optimizer and memory of real training), restored from a copy.
 
 Prints the largest difference per tensor and exits 1 if any exceeds the tolerance.
+
+``--updates N``: N updates in a row on both sides, each on the batch and noise our update
+draws, so the two courses (losses, temperature, parameters) can be followed where one update
+cannot show a difference that builds up. Two float32 implementations part by rounding,
+and training amplifies it, so the yardstick is our own update run beside, its parameters
+nudged by one ulp up or down after every update; the check fails where sbx's drift (the
+largest ``|batchrl - sbx| / |batchrl - start|`` over the tensors, Frobenius norms) exceeds 10x
+the yardstick's (and 1e-3) at any of ten prints. Measured 2026-12-07, 200 updates: from the
+random memory, drift 8e-5 at 20 updates and 1.2e-2 at 200 (yardstick 8e-5 and 9e-3; the
+losses equal to 4 digits and alpha to 5); from the seed-2 run's 100k checkpoint, 3e-5 at 20
+and 0.62 at most (yardstick 4e-3 and 0.26: that regime is chaotic; the critic loss within
+1e-3, alpha within 1e-4 relative). ``--sbx-atoms 45`` plants a difference of one target atom
+in 46 on sbx's side: drift 1.4e-2 at 20 updates from the random memory (175x the
+yardstick) and 0.72 from the checkpoint (185x), the critic losses apart in the 2nd-3rd
+digit: FAIL in both.
 
 What runs on each side (HalfCheetah-v5's spaces: 17 observations, 6 actions; the values of
 our ``tqc_mujoco``: 2x256 ReLU MLPs, 2 critics of 25 quantiles, 2 dropped per critic, batch
@@ -81,6 +97,7 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 
 STORED = 512  # transitions in the memory
 RTOL, ATOL, STEP_TOL = 1e-4, 1e-6, 1e-3
+DRIFT_TOL, DRIFT_FACTOR = 1e-3, 10.0  # --updates N: see many_updates
 ENV = "HalfCheetah-v5"
 
 
@@ -117,8 +134,8 @@ def warmed_state(algo: str, make, env, warm_updates: int):
 
 
 def batchrl_side(env):
-  """Our ``tqc_mujoco`` model, the state before the compared update, and the update's
-  output: ``(config, state, new_state, metrics)``."""
+  """Our ``tqc_mujoco`` model and the state before the compared update: ``(config, state,
+  jitted update)``."""
   import jax
   import jax.numpy as jnp
 
@@ -128,17 +145,14 @@ def batchrl_side(env):
   f32 = lambda *shape, scale=1.0: jnp.asarray(rng.normal(0.0, scale, shape), jnp.float32)
   p = state.params
   target = jax.tree.map(lambda x: x + f32(*x.shape, scale=0.01), p.critic)
-  state = state._replace(
-      params=p._replace(target_critic=target, log_alpha=jnp.float32(np.log(0.3))),
-      last_sync=jnp.zeros_like(state.last_sync))  # this update syncs the targets
-  new, metrics = update(state)
-  assert float(metrics["learning"]) == 1.0 and float(metrics["target_synced"]) == 1.0
-  return config, state, new, metrics
+  state = state._replace(params=p._replace(target_critic=target,
+                                           log_alpha=jnp.float32(np.log(0.3))))
+  return config, state, update
 
 
 def trained_side(run_dir: str):
   """The state a ``tqc_mujoco`` run's newest checkpoint holds (a copy of the run directory is
-  restored, so the run is left as it was) and one update from it, as ``batchrl_side``: the
+  restored, so the run is left as it was) and the jitted update, as ``batchrl_side``: the
   trained regime (a small temperature, parameters and Adam moments of 95k gradient steps, a
   memory of real transitions) that random transitions do not reach."""
   import shutil
@@ -160,12 +174,17 @@ def trained_side(run_dir: str):
       state, model = jax.device_get(trainer.sim.agent_state), trainer.agent
     finally:
       trainer.close()
-  # in the run each update follows a store, whose step makes it sync the targets; here no
-  # step passed since the checkpoint's update, so the boundary is set back as in a run
+  return exp.config, state, jax.jit(model.update)
+
+
+def next_update(update, state):
+  """``update(state)`` as the run's next one: in the run each update follows a store, whose
+  step makes it sync the targets; here no step passes between updates (nor since a restored
+  checkpoint's update), so the sync boundary is set back as in a run."""
   state = state._replace(last_sync=np.zeros_like(state.last_sync))
-  new, metrics = jax.jit(model.update)(state)
+  new, metrics = update(state)
   assert float(metrics["learning"]) == 1.0 and float(metrics["target_synced"]) == 1.0
-  return exp.config, state, new, metrics
+  return state, new, metrics
 
 
 def step_inputs(config, state, act_size: int):
@@ -213,16 +232,25 @@ def actor_class():
   return BatchrlHeadActor
 
 
-def with_noise(apply_fn, eps):
-  """sbx's actor ``apply_fn`` whose distribution samples ``tanh(loc + scale * eps)`` whatever
-  the seed (tfp would draw other normals from sbx's keys); its ``log_prob`` unchanged."""
+def with_noise(apply_fn, obs_size: int):
+  """sbx's actor ``apply_fn`` reading observations with the noise appended (``[obs, eps]``,
+  ``obs_size`` columns of observation): its distribution samples ``tanh(loc + scale * eps)``
+  whatever the seed (tfp would draw other normals from sbx's keys); ``log_prob`` unchanged.
+  The noise rides in the observations because ``apply_fn`` is static to sbx's jitted
+  functions: one wrapper for every step compiles them once."""
   def apply(params, obs):
-    dist = apply_fn(params, obs)
-    base = dist.distribution
+    dist = apply_fn(params, obs[:, :obs_size])
+    base, eps = dist.distribution, obs[:, obs_size:]
     dist.sample = lambda sample_shape=(), seed=None: dist.bijector.forward(
         base.loc + base.stddev() * eps)
     return dist
   return apply
+
+
+def without_noise(apply_fn, obs_size: int):
+  """sbx's critic ``apply_fn`` on observations with the noise appended: it drops the noise."""
+  return lambda params, obs, actions, **kwargs: apply_fn(params, obs[:, :obs_size], actions,
+                                                         **kwargs)
 
 
 def sbx_actor(ours: dict) -> dict:
@@ -289,41 +317,69 @@ def sbx_states(model, state):
   return actor_state, critics[0], critics[1], ent_state
 
 
-def sbx_side(env, state, items, eps_target, eps_actor):
-  """One gradient step of sbx's TQC (``_train``'s order) from our state:
-  ``(actor, critic, target_critic, log_alpha, losses)`` in our trees."""
-  import jax
-  import jax.numpy as jnp
+def sbx_model(env, state):
+  """sbx's TQC built as ``peers/sbx_train.py`` builds it, and its ``(actor, qf1, qf2,
+  ent_coef)`` train states holding our state's parameters, reading the noise from the
+  observations (``with_noise``)."""
   import sbx
 
   import sbx_train
 
-  f32 = lambda x: jnp.asarray(x, jnp.float32)
   model = sbx.TQC("MlpPolicy", env, seed=0, verbose=0, **sbx_train.VALUES["tqc"],
                   policy_kwargs=dict(net_arch=sbx_train.NET_ARCH, **sbx_train.POLICY["tqc"],
                                      actor_class=actor_class()))
-  actor_state, qf1, qf2, ent_state = sbx_states(model, state)
-  apply_fn = actor_state.apply_fn
-  log_std = jnp.log(jnp.concatenate([
-      apply_fn(actor_state.params, f32(x)).distribution.stddev() for x in (items.obs,
-                                                                           items.next_obs)]))
+  actor, qf1, qf2, ent = sbx_states(model, state)
+  obs_size = env.observation_space.shape[0]
+  actor = actor.replace(apply_fn=with_noise(actor.apply_fn, obs_size))
+  qf1 = qf1.replace(apply_fn=without_noise(qf1.apply_fn, obs_size))
+  return model, (actor, qf1, qf2, ent)
+
+
+def sbx_step(model, states, items, eps_target, eps_actor, kept: int | None = None):
+  """One gradient step of sbx's TQC in ``_train``'s order: ``TQC.update_critic``,
+  ``TQC.soft_update``, ``TQC.update_actor_and_temperature``: ``(states, losses)``. ``kept``
+  target atoms in place of sbx's own number: a planted difference, to see the check fail."""
+  import jax
+  import jax.numpy as jnp
+  import sbx
+
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  actor, qf1, qf2, ent = states
   key = jax.random.key(1)  # sbx's own keys: only its (zero) dropout reads them here
+  obs, next_obs = f32(items.obs), f32(items.next_obs)
   discounts = jnp.full((items.reward.shape[0],), model.gamma, jnp.float32)
   (qf1, qf2), (loss1, loss2, _), key = sbx.TQC.update_critic(
-      model.policy.n_target_quantiles, actor_state.replace(
-          apply_fn=with_noise(apply_fn, eps_target)), qf1, qf2, ent_state, f32(items.obs),
-      f32(items.action), f32(items.next_obs), f32(items.reward), f32(items.terminated),
+      kept or model.policy.n_target_quantiles, actor, qf1, qf2, ent,
+      jnp.concatenate([obs, jnp.zeros_like(eps_target)], 1), f32(items.action),
+      jnp.concatenate([next_obs, eps_target], 1), f32(items.reward), f32(items.terminated),
       discounts, key)
   qf1, qf2 = sbx.TQC.soft_update(model.tau, qf1, qf2)
-  actor_state, (qf1, qf2), ent_state, actor_loss, _, key = (
-      sbx.TQC.update_actor_and_temperature(
-          actor_state.replace(apply_fn=with_noise(apply_fn, eps_actor)), qf1, qf2, ent_state,
-          f32(items.obs), model.target_entropy, key))
-  return dict(actor=ours_actor(actor_state.params),
-              critic=ours_critics(qf1.params, qf2.params),
+  actor, (qf1, qf2), ent, actor_loss, _, key = sbx.TQC.update_actor_and_temperature(
+      actor, qf1, qf2, ent, jnp.concatenate([obs, eps_actor], 1), model.target_entropy, key)
+  return (actor, qf1, qf2, ent), dict(critic_loss=loss1 + loss2, actor_loss=actor_loss)
+
+
+def sbx_trees(states) -> dict:
+  """sbx's train states as our parameter trees."""
+  actor, qf1, qf2, ent = states
+  return dict(actor=ours_actor(actor.params), critic=ours_critics(qf1.params, qf2.params),
               target_critic=ours_critics(qf1.target_params, qf2.target_params),
-              log_alpha=ent_state.params["log_ent_coef"],
-              critic_loss=loss1 + loss2, actor_loss=actor_loss,
+              log_alpha=ent.params["log_ent_coef"])
+
+
+def sbx_side(env, state, items, eps_target, eps_actor):
+  """One gradient step of sbx's TQC from our state: ``(actor, critic, target_critic,
+  log_alpha, losses)`` in our trees."""
+  import jax.numpy as jnp
+
+  model, states = sbx_model(env, state)
+  actor = states[0]
+  zeros = jnp.zeros_like(eps_actor)
+  log_std = jnp.log(jnp.concatenate([
+      actor.apply_fn(actor.params, jnp.concatenate([jnp.asarray(x, jnp.float32), zeros], 1))
+      .distribution.stddev() for x in (items.obs, items.next_obs)]))
+  states, losses = sbx_step(model, states, items, eps_target, eps_actor)
+  return dict(sbx_trees(states), **losses,
               n_target_quantiles=model.policy.n_target_quantiles,
               target_entropy=float(model.target_entropy),
               log_std=(float(jnp.min(log_std)), float(jnp.max(log_std))))
@@ -356,17 +412,13 @@ def compare(name: str, ours, theirs, before) -> tuple[list, bool]:
   return rows, ok
 
 
-def main() -> int:
-  import gymnasium as gym
+def one_update(env, config, state, update) -> int:
+  """The next update on both sides, compared tensor by tensor: exit status 0 if all agree."""
   import sbx
 
   from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
 
-  env = gym.make(ENV)
-  if len(sys.argv) > 2 and sys.argv[1] == "--from-run":
-    config, state, new, metrics = trained_side(sys.argv[2])
-  else:
-    config, state, new, metrics = batchrl_side(env)
+  state, new, metrics = next_update(update, state)
   items, eps_target, eps_actor = step_inputs(config, state, env.action_space.shape[0])
   theirs = sbx_side(env, state, items, eps_target, eps_actor)
   assert theirs["n_target_quantiles"] == config.kept_quantiles == 46
@@ -399,6 +451,107 @@ def main() -> int:
   print(f"\n{verdict}: every element within rtol {RTOL:g}, atol {ATOL:g}, and every step within "
         f"{STEP_TOL:g} of the tensor's largest step")
   return 0 if ok else 1
+
+
+PARAMS = ("critic", "target_critic", "actor", "log_alpha")
+
+
+def drift(params, theirs: dict, start) -> tuple[float, str]:
+  """The largest ``|batchrl - sbx| / |batchrl - start|`` (Frobenius norms) over the tensors:
+  how far the two sides have parted, as a share of how far ours moved since ``start``; and
+  where. Norms, not the largest element: Adam steps an element whose gradient is near zero
+  by up to the learning rate whatever its sign, so float rounding alone parts single
+  elements by whole steps while the tensors stay together."""
+  worst, where = 0.0, ""
+  for name in PARAMS:
+    a = leaves(getattr(params, name), name)
+    b, c = leaves(theirs[name], name), leaves(getattr(start, name), name)
+    for path in a:
+      moved = float(np.linalg.norm(a[path] - c[path]))
+      share = float(np.linalg.norm(a[path] - b[path])) / moved if moved > 0 else 0.0
+      if share > worst:
+        worst, where = share, path
+  return worst, where
+
+
+def nudged(params, rng):
+  """``params`` with every element moved by one float32 ulp up or down at random: a
+  difference of the size float rounding makes in one update."""
+  import jax
+
+  def nudge(x):
+    x = np.asarray(x, np.float32)
+    way = np.where(rng.random(x.shape) < 0.5, -np.inf, np.inf).astype(np.float32)
+    return np.nextafter(x, way)
+  return jax.tree.map(nudge, params)
+
+
+def many_updates(env, config, state, update, updates: int, kept: int | None = None) -> int:
+  """``updates`` updates in a row on both sides, each on the batch and noise our update draws
+  (so both see the same data, as they would in one run), with the two sides' courses of
+  loss, temperature and parameters printed ten times; beside them our own update from the
+  same state, its parameters nudged by one ulp up or down after every update (``nudged``):
+  its drift from ours is what rounding differences alone, made anew at every step as two
+  implementations make them, grow to. Exit status 0 if sbx's drift stays within ``DRIFT_FACTOR``
+  times that yardstick's (or ``DRIFT_TOL``, where the yardstick is smaller)."""
+  import sbx
+
+  model, states = sbx_model(env, state)
+  start, act_size = state.params, env.action_space.shape[0]
+  rng = np.random.default_rng(0)
+  twin = state._replace(params=nudged(state.params, rng))
+  every, worst, ok = max(1, updates // 10), (0.0, 0.0), True
+  print(f"{updates} TQC updates in a row, batchrl vs sbx {sbx.__version__}, each on the same "
+        f"batch and noise. drift: the largest |batchrl - other| / |batchrl - start| (norms) "
+        f"over the tensors, the other being sbx, or (ulp) our own update with its parameters "
+        f"nudged by one ulp after each\n")
+  print(f"{'update':>6s} {'critic loss b / sbx':>21s} {'actor loss b / sbx':>21s} "
+        f"{'alpha b / sbx':>17s} {'drift':>9s} {'ulp':>9s}  tensor")
+  for k in range(1, updates + 1):
+    items, eps_target, eps_actor = step_inputs(config, state, act_size)
+    states, losses = sbx_step(model, states, items, eps_target, eps_actor, kept)
+    _, state, metrics = next_update(update, state)
+    _, twin, _ = next_update(update, twin)
+    twin = twin._replace(params=nudged(twin.params, rng))
+    if k % every and k != updates:
+      continue
+    theirs = sbx_trees(states)
+    share, where = drift(state.params, theirs, start)
+    yardstick, _ = drift(state.params, twin.params._asdict(), start)
+    ok &= share <= max(DRIFT_FACTOR * yardstick, DRIFT_TOL)
+    worst = max(worst, (share, yardstick))
+    alphas = np.exp([float(state.params.log_alpha), float(theirs["log_alpha"])])
+    print(f"{k:6d} {float(metrics['critic_loss']):10.5g} {float(losses['critic_loss']):10.5g} "
+          f"{float(metrics['actor_loss']):10.5g} {float(losses['actor_loss']):10.5g} "
+          f"{alphas[0]:8.5f} {alphas[1]:8.5f} {share:9.2e} {yardstick:9.2e}  {where}")
+  print(f"\n{'PASS' if ok else 'FAIL'}: sbx's drift within {DRIFT_FACTOR:g}x that of one ulp "
+        f"(or {DRIFT_TOL:g}) at every print; the largest: {worst[0]:.2e} (ulp: {worst[1]:.2e})")
+  return 0 if ok else 1
+
+
+def main() -> int:
+  import argparse
+
+  import gymnasium as gym
+
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--from-run", metavar="DIR",
+                 help="start from this tqc_mujoco run's newest checkpoint (restored from a copy)")
+  p.add_argument("--updates", type=int, default=1,
+                 help="updates in a row on both sides (default 1: one, compared tensor by "
+                      "tensor)")
+  p.add_argument("--sbx-atoms", type=int, metavar="K",
+                 help="with --updates: sbx keeps K target atoms instead of its own 46 (a "
+                      "planted difference: the check should fail)")
+  args = p.parse_args()
+  if args.updates < 1:
+    p.error(f"--updates must be at least 1, got {args.updates}")
+  env = gym.make(ENV)
+  config, state, update = (trained_side(args.from_run) if args.from_run
+                           else batchrl_side(env))
+  if args.updates == 1:
+    return one_update(env, config, state, update)
+  return many_updates(env, config, state, update, args.updates, args.sbx_atoms)
 
 
 if __name__ == "__main__":
