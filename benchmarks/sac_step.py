@@ -30,7 +30,9 @@ critics of 25 quantiles; sbx and SB3 / sb3-contrib with the same values, as
 ``--parts``: where batchrl's step goes: the agent's update program alone on a filled memory
 (jitted, state donated), its act alone, and the whole compiled chunk per step; the update's
 FLOPs (XLA's cost analysis) and this machine's speed at the critics' widest product, whose
-ratio is the least time any implementation of that arithmetic takes here.
+ratio is the least time any implementation of that arithmetic takes here; and sbx's update
+programs by the same analysis (its average gradient step and the one with the actor's step),
+so both sides' arithmetic stands side by side.
 
 The sides run one after the other on a possibly shared machine: compare ratios within one
 run (the load average is printed with the table).
@@ -239,6 +241,10 @@ def main() -> None:
     print(f"\nbatchrl parts: update program alone {mine['update_ms']:.2f} ms, act alone "
           f"{mine['act_ms']:.3f} ms, whole step {mine['step_ms']:.2f} ms")
     print(floor_line(mine, max(config.critic_layers)))
+  if sbx and "update_gflop" in sbx:
+    print(f"sbx's update programs by the same analysis: {sbx['update_gflop'] * 1e3:.0f} MFLOP "
+          f"an average gradient step, {sbx['update_gflop_max'] * 1e3:.0f} with the actor's "
+          f"step (one program per place in its policy delay)")
 
 
 if __name__ == "__main__":
