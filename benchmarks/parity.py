@@ -27,7 +27,8 @@ the mirror image: our TD3 with sbx's two choices (``--set actor_q=min --set
 targets_with_actor=false``), its runs in ``batchrl/sbx-td3-...``. ``batchrl-clip`` is our
 SAC, TQC or CrossQ with sbx's log-std head (``--set log_std_head=clip``: clipped to [-20,
 2] instead of a tanh into [-5, 2]), its runs in ``batchrl/clip-tqc-...``: whether the head
-explains a gap to sbx.
+explains a gap to sbx. ``sbx-tanh`` is its mirror: sbx's SAC or TQC with our head
+(``benchmarks/peers/sbx_train.py --batchrl-head``), its runs in ``sbx-tanh-tqc-...``.
 
 The table: best and final greedy evaluation (mean of ``--episodes`` episodes) per run, the
 mean over finished seeds (of the best, of the evaluations after learning starts, of the
@@ -56,12 +57,13 @@ from peers.run import installed, parse_result, peer_env, python_path  # noqa: E4
 ALGOS = ("sac", "td3", "tqc", "crossq")
 ENVS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")
 PEER_SCRIPT = os.path.join(HERE, "peers", "sbx_train.py")
-LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx", "batchrl-clip")
+LIBRARIES = ("batchrl", "sbx", "sb3", "sbx-paper", "batchrl-sbx", "batchrl-clip", "sbx-tanh")
 # a variant: (the library it runs, its options, the algorithms it applies to); a peer's
 # options go to sbx_train.py, ours are ``--set`` overrides of the named config
 VARIANTS = {"sbx-paper": ("sbx", ["--paper-td3"], ("td3",)),
             "batchrl-sbx": ("batchrl", ["actor_q=min", "targets_with_actor=false"], ("td3",)),
-            "batchrl-clip": ("batchrl", ["log_std_head=clip"], ("sac", "tqc", "crossq"))}
+            "batchrl-clip": ("batchrl", ["log_std_head=clip"], ("sac", "tqc", "crossq")),
+            "sbx-tanh": ("sbx", ["--batchrl-head"], ("sac", "tqc"))}
 
 
 def run_name(library: str, algo: str, env: str, seed: int) -> str:

@@ -60,7 +60,8 @@ One documented difference is bridged, not compared: the actor's log-std head. ba
 it by a tanh into [-5, 2], sbx clips it to [-20, 2]; as functions of the parameters they
 differ, so no copy of the parameters can give both the same actor. sbx runs here with its
 ``SquashedGaussianActor`` subclassed to batchrl's head (the same layers, names and
-distribution; ``actor_class`` is sbx's own hook for it). Everything else is sbx's code.
+distribution; ``actor_class`` is sbx's own hook for it: ``peers/sbx_train.py``'s
+``batchrl_head_actor``). Everything else is sbx's code.
 
 Compared after the step: both critics, both target critics, the actor, log alpha (and, as a
 diagnostic, the losses: batchrl's critic loss is the sum of sbx's two). Tolerance: every
@@ -206,32 +207,6 @@ def step_inputs(config, state, act_size: int):
 # -------------------------------------------------------------------------------- sbx
 
 
-def actor_class():
-  """sbx's ``SquashedGaussianActor`` with batchrl's log-std head (the one bridged
-  difference: tanh into [LOG_STD_MIN, LOG_STD_MAX] instead of sbx's clip to [-20, 2])."""
-  import flax.linen as nn
-  import jax.numpy as jnp
-  from sbx.common.distributions import TanhTransformedDistribution
-  from sbx.common.policies import SquashedGaussianActor
-  from tensorflow_probability.substrates.jax import distributions as tfd
-
-  from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
-
-  class BatchrlHeadActor(SquashedGaussianActor):
-    @nn.compact
-    def __call__(self, x):
-      x = x.reshape((x.shape[0], -1))
-      for width in self.net_arch:
-        x = self.activation_fn(nn.Dense(width)(x))
-      mean = nn.Dense(self.action_dim)(x)
-      squashed = jnp.tanh(nn.Dense(self.action_dim)(x))
-      log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1.0)
-      return TanhTransformedDistribution(
-          tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
-
-  return BatchrlHeadActor
-
-
 def with_noise(apply_fn, obs_size: int):
   """sbx's actor ``apply_fn`` reading observations with the noise appended (``[obs, eps]``,
   ``obs_size`` columns of observation): its distribution samples ``tanh(loc + scale * eps)``
@@ -326,8 +301,7 @@ def sbx_model(env, state):
   import sbx_train
 
   model = sbx.TQC("MlpPolicy", env, seed=0, verbose=0, **sbx_train.VALUES["tqc"],
-                  policy_kwargs=dict(net_arch=sbx_train.NET_ARCH, **sbx_train.POLICY["tqc"],
-                                     actor_class=actor_class()))
+                  policy_kwargs=sbx_train.policy_kwargs("tqc", batchrl_head=True))
   actor, qf1, qf2, ent = sbx_states(model, state)
   obs_size = env.observation_space.shape[0]
   actor = actor.replace(apply_fn=with_noise(actor.apply_fn, obs_size))
@@ -416,12 +390,14 @@ def one_update(env, config, state, update) -> int:
   """The next update on both sides, compared tensor by tensor: exit status 0 if all agree."""
   import sbx
 
+  import sbx_train
   from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
 
   state, new, metrics = next_update(update, state)
   items, eps_target, eps_actor = step_inputs(config, state, env.action_space.shape[0])
   theirs = sbx_side(env, state, items, eps_target, eps_actor)
   assert theirs["n_target_quantiles"] == config.kept_quantiles == 46
+  assert sbx_train.BATCHRL_LOG_STD == (LOG_STD_MIN, LOG_STD_MAX)
   assert theirs["target_entropy"] == -env.action_space.shape[0]  # ours: None, i.e. -|A|
 
   p, q = state.params, new.params

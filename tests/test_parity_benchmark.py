@@ -101,6 +101,16 @@ def test_our_actors_with_sbx_s_log_std_head_run_apart(args):
   assert "log_std_head=clip" in parsed.overrides
 
 
+def test_sbx_with_our_log_std_head_runs_sac_and_tqc_with_its_option_apart(args):
+  args.algos, args.libraries = ["td3", "tqc"], ["sbx", "sbx-tanh"]
+  assert [job[:2] for job in parity.jobs(args) if job[3] == 0] == [
+      ("sbx", "td3"), ("sbx", "tqc"), ("sbx-tanh", "tqc")]
+  cmd = parity.peer_command("sbx-tanh", "tqc", "Hopper-v5", 1, args)
+  assert cmd[cmd.index("--library") + 1] == "sbx" and "--batchrl-head" in cmd
+  assert cmd[-1].endswith("sbx-tanh-tqc-Hopper-v5-s1")
+  assert "--batchrl-head" not in parity.peer_command("sbx", "tqc", "Hopper-v5", 1, args)
+
+
 def test_the_best_counts_only_evaluations_after_learning_starts(args):
   """TD3 learns from 25k on: an untrained Ant standing still at 10k-20k is not TD3's best."""
   args.algos, args.envs, args.seeds = ["td3"], ["Ant-v5"], [0]

@@ -176,7 +176,8 @@ def _grouped(missing: list[tuple[str, str]]) -> str:
 # (library as the result files name it, its label: {algo} is the agent, 'sac' to 'crossq')
 _LIBRARIES = (("batchrl", "{algo}_mujoco"), ("sbx", "sbx {algo}"),
               ("batchrl-sbx", "{algo}_mujoco with sbx's two TD3 choices"),
-              ("batchrl-clip", "{algo}_mujoco with sbx's clipped log-std head"))
+              ("batchrl-clip", "{algo}_mujoco with sbx's clipped log-std head"),
+              ("sbx-tanh", "sbx {algo} with batchrl's tanh log-std head"))
 _TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5")  # the order of the rows
 
 

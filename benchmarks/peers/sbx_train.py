@@ -56,6 +56,10 @@ NET_ARCHS = {"crossq": dict(pi=[256, 256], qf=[1024, 1024])}  # the others: NET_
 # the policy's own settings beside net_arch (sbx's TQCPolicy and sb3-contrib's: their defaults)
 POLICY = {"tqc": dict(n_quantiles=25, n_critics=2)}
 NOISE_STD = {"td3": 0.1}  # Gaussian exploration noise, in units of the action half range
+# batchrl's log-std head maps the actor's output through a tanh into this range
+# (batchrl.agents.actor_critic.networks.LOG_STD_MIN, LOG_STD_MAX); sbx clips it to [-20, 2]
+BATCHRL_LOG_STD = (-5.0, 2.0)
+HEAD_ALGOS = ("sac", "tqc")  # the algorithms whose actor --batchrl-head changes
 
 
 def model_class(library: str, algo: str, paper_td3: bool = False):
@@ -120,11 +124,47 @@ def paper_td3_class():
   return PaperTD3
 
 
+def batchrl_head_actor():
+  """sbx's ``SquashedGaussianActor`` with batchrl's log-std head: a tanh into
+  ``BATCHRL_LOG_STD`` in place of sbx's clip to [-20, 2]; the same layers, names and
+  distribution (``actor_class`` is sbx's own hook for it). An untrained actor's log std is
+  then about -1.5 (a standard deviation of 0.22) where sbx's is about 0 (1.0)."""
+  import flax.linen as nn
+  import jax.numpy as jnp
+  from sbx.common.distributions import TanhTransformedDistribution
+  from sbx.common.policies import SquashedGaussianActor
+  from tensorflow_probability.substrates.jax import distributions as tfd
+
+  low, high = BATCHRL_LOG_STD
+
+  class BatchrlHeadActor(SquashedGaussianActor):
+    @nn.compact
+    def __call__(self, x):
+      x = x.reshape((x.shape[0], -1))
+      for width in self.net_arch:
+        x = self.activation_fn(nn.Dense(width)(x))
+      mean = nn.Dense(self.action_dim)(x)
+      squashed = jnp.tanh(nn.Dense(self.action_dim)(x))
+      log_std = low + 0.5 * (high - low) * (squashed + 1.0)
+      return TanhTransformedDistribution(
+          tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
+
+  return BatchrlHeadActor
+
+
+def policy_kwargs(algo: str, batchrl_head: bool = False) -> dict:
+  """The policy's settings: its widths, its own values (``POLICY``) and, with
+  ``batchrl_head``, batchrl's log-std head (``batchrl_head_actor``)."""
+  kwargs = dict(net_arch=NET_ARCHS.get(algo, NET_ARCH), **POLICY.get(algo, {}))
+  if batchrl_head:
+    kwargs["actor_class"] = batchrl_head_actor()
+  return kwargs
+
+
 def build(library: str, algo: str, env, seed: int, uniform_start: bool,
-          paper_td3: bool = False):
+          paper_td3: bool = False, batchrl_head: bool = False):
   import numpy as np
-  kwargs = dict(VALUES[algo], policy_kwargs=dict(net_arch=NET_ARCHS.get(algo, NET_ARCH),
-                                                  **POLICY.get(algo, {})))
+  kwargs = dict(VALUES[algo], policy_kwargs=policy_kwargs(algo, batchrl_head))
   if algo in NOISE_STD:
     from stable_baselines3.common.noise import NormalActionNoise
     n = env.action_space.shape[0]
@@ -180,7 +220,12 @@ def main() -> None:
   p.add_argument("--paper-td3", action="store_true",
                  help="sbx's TD3 with the paper's actor objective (the first critic) and "
                  "target steps (with the actor's): see paper_td3_class")
+  p.add_argument("--batchrl-head", action="store_true",
+                 help="sbx's SAC or TQC with batchrl's log-std head: see batchrl_head_actor")
   args = p.parse_args()
+  if args.batchrl_head and (args.library != "sbx" or args.algo not in HEAD_ALGOS):
+    p.error(f"--batchrl-head changes sbx's {' and '.join(HEAD_ALGOS)} only: give --library "
+            f"sbx and --algo {' or --algo '.join(HEAD_ALGOS)}")
   every = _common.eval_every(args)
 
   from importlib.metadata import version
@@ -196,6 +241,8 @@ def main() -> None:
   run = {k: getattr(args, k) for k in ("library", "algo", "env", "seed", "uniform_start")}
   if args.paper_td3:
     run["paper_td3"] = True
+  if args.batchrl_head:
+    run["batchrl_head"] = True
   state = {"run": run, "evals": [], "train_s": 0.0, "eval_s": 0.0}
   saved = paths(args.save_dir) if args.save_dir else None
   if saved and os.path.exists(saved["state"]):
@@ -204,12 +251,15 @@ def main() -> None:
     if state.get("run") != run:
       raise SystemExit(f"{args.save_dir} holds another run ({state.get('run')}); this one is "
                        f"{run}: give another --save-dir")
-    model = model_class(args.library, args.algo, args.paper_td3).load(saved["model"], env=env)
+    # the policy's settings given again: a class made at run time is not loaded by name
+    model = model_class(args.library, args.algo, args.paper_td3).load(
+        saved["model"], env=env,
+        custom_objects={"policy_kwargs": policy_kwargs(args.algo, args.batchrl_head)})
     model.load_replay_buffer(saved["buffer"])
     model._sample_action_uniform = args.uniform_start
   else:
     model = build(args.library, args.algo, env, args.seed, args.uniform_start,
-                  args.paper_td3)
+                  args.paper_td3, args.batchrl_head)
   setup_s = time.perf_counter() - setup_start
   if args.save_dir:
     os.makedirs(args.save_dir, exist_ok=True)
@@ -233,6 +283,7 @@ def main() -> None:
             "train_s": round(state["train_s"], 3), "eval_s": round(state["eval_s"], 3),
             "eval_every": every, "eval_episodes": args.episodes,
             "uniform_start": args.uniform_start, "paper_td3": args.paper_td3,
+            "batchrl_head": args.batchrl_head,
             "settings": settings(args.algo)}
   result.update(_common.summarize([tuple(e) for e in state["evals"]], args.target))
   _common.emit(result)
