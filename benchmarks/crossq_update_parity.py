@@ -50,10 +50,10 @@ from tqc_update_parity import (  # noqa: E402  (after the path tweak above)
   ENV,
   adam_moments,
   compare,
+  noised,
   step_inputs,
   warmed_state,
   with_adam,
-  with_noise,
 )
 
 WARM_UPDATES = 5  # the actor steps on the 3rd; the compared 6th is an actor step too
@@ -77,15 +77,12 @@ def batchrl_side(env):
 
 
 def actor_class():
-  """sbx's CrossQ ``Actor`` with batchrl's log-std head."""
+  """sbx's CrossQ ``Actor`` with batchrl's log-std head (``sbx_train.batchrl_head``)."""
   import flax.linen as nn
-  import jax.numpy as jnp
-  from sbx.common.distributions import TanhTransformedDistribution
   from sbx.common.jax_layers import BatchRenorm
   from sbx.crossq.policies import Actor
-  from tensorflow_probability.substrates.jax import distributions as tfd
 
-  from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
+  import sbx_train
 
   class BatchrlHeadActor(Actor):
     @nn.compact
@@ -96,21 +93,18 @@ def actor_class():
       x = norm()(x.reshape((x.shape[0], -1)))
       for width in self.net_arch:
         x = norm()(self.activation_fn(nn.Dense(width)(x)))
-      mean = nn.Dense(self.action_dim)(x)
-      squashed = jnp.tanh(nn.Dense(self.action_dim)(x))
-      log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1.0)
-      return TanhTransformedDistribution(
-          tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
+      return sbx_train.batchrl_head(x, self.action_dim)
 
   return BatchrlHeadActor
 
 
 def with_renorm_noise(apply_fn, eps):
-  """``with_noise`` for an ``apply_fn`` that may return ``(distribution, updates)``."""
+  """sbx's actor ``apply_fn`` (which may return ``(distribution, updates)``) whose
+  distribution is ``noised`` by ``eps``."""
   def apply(variables, obs, **kwargs):
     out = apply_fn(variables, obs, **kwargs)
     dist = out[0] if isinstance(out, tuple) else out
-    with_noise(lambda *_: dist, eps)(None, None)
+    noised(dist, eps)
     return out
   return apply
 

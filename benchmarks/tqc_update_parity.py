@@ -207,19 +207,21 @@ def step_inputs(config, state, act_size: int):
 # -------------------------------------------------------------------------------- sbx
 
 
+def noised(dist, eps):
+  """``dist`` (sbx's tanh-squashed Gaussian) sampling ``tanh(loc + scale * eps)`` whatever the
+  seed (tfp would draw other normals from sbx's keys); its ``log_prob`` unchanged."""
+  base = dist.distribution
+  dist.sample = lambda sample_shape=(), seed=None: dist.bijector.forward(
+      base.loc + base.stddev() * eps)
+  return dist
+
+
 def with_noise(apply_fn, obs_size: int):
   """sbx's actor ``apply_fn`` reading observations with the noise appended (``[obs, eps]``,
-  ``obs_size`` columns of observation): its distribution samples ``tanh(loc + scale * eps)``
-  whatever the seed (tfp would draw other normals from sbx's keys); ``log_prob`` unchanged.
-  The noise rides in the observations because ``apply_fn`` is static to sbx's jitted
-  functions: one wrapper for every step compiles them once."""
-  def apply(params, obs):
-    dist = apply_fn(params, obs[:, :obs_size])
-    base, eps = dist.distribution, obs[:, obs_size:]
-    dist.sample = lambda sample_shape=(), seed=None: dist.bijector.forward(
-        base.loc + base.stddev() * eps)
-    return dist
-  return apply
+  ``obs_size`` columns of observation): its distribution is ``noised`` by ``eps``. The noise
+  rides in the observations because ``apply_fn`` is static to sbx's jitted functions: one
+  wrapper for every step compiles them once."""
+  return lambda params, obs: noised(apply_fn(params, obs[:, :obs_size]), obs[:, obs_size:])
 
 
 def without_noise(apply_fn, obs_size: int):

@@ -124,18 +124,30 @@ def paper_td3_class():
   return PaperTD3
 
 
-def batchrl_head_actor():
-  """sbx's ``SquashedGaussianActor`` with batchrl's log-std head: a tanh into
-  ``BATCHRL_LOG_STD`` in place of sbx's clip to [-20, 2]; the same layers, names and
-  distribution (``actor_class`` is sbx's own hook for it). An untrained actor's log std is
-  then about -1.5 (a standard deviation of 0.22) where sbx's is about 0 (1.0)."""
+def batchrl_head(x, action_dim: int):
+  """The tanh-squashed Gaussian an sbx actor's features ``x`` give through batchrl's log-std
+  head: a tanh into ``BATCHRL_LOG_STD`` in place of sbx's clip to [-20, 2] (the same layers
+  and names as sbx's, inside a flax ``nn.compact`` call)."""
   import flax.linen as nn
   import jax.numpy as jnp
   from sbx.common.distributions import TanhTransformedDistribution
-  from sbx.common.policies import SquashedGaussianActor
   from tensorflow_probability.substrates.jax import distributions as tfd
 
   low, high = BATCHRL_LOG_STD
+  mean = nn.Dense(action_dim)(x)
+  squashed = jnp.tanh(nn.Dense(action_dim)(x))
+  log_std = low + 0.5 * (high - low) * (squashed + 1.0)
+  return TanhTransformedDistribution(
+      tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
+
+
+def batchrl_head_actor():
+  """sbx's ``SquashedGaussianActor`` with batchrl's log-std head (``batchrl_head``); the same
+  layers, names and distribution (``actor_class`` is sbx's own hook for it). An untrained
+  actor's log std is then about -1.5 (a standard deviation of 0.22) where sbx's is about 0
+  (1.0)."""
+  import flax.linen as nn
+  from sbx.common.policies import SquashedGaussianActor
 
   class BatchrlHeadActor(SquashedGaussianActor):
     @nn.compact
@@ -143,11 +155,7 @@ def batchrl_head_actor():
       x = x.reshape((x.shape[0], -1))
       for width in self.net_arch:
         x = self.activation_fn(nn.Dense(width)(x))
-      mean = nn.Dense(self.action_dim)(x)
-      squashed = jnp.tanh(nn.Dense(self.action_dim)(x))
-      log_std = low + 0.5 * (high - low) * (squashed + 1.0)
-      return TanhTransformedDistribution(
-          tfd.MultivariateNormalDiag(loc=mean, scale_diag=jnp.exp(log_std)))
+      return batchrl_head(x, self.action_dim)
 
   return BatchrlHeadActor
 
