@@ -56,7 +56,8 @@ actor ``apply_fn`` returns its distribution with ``sample`` replaced by ``tanh(l
 eps)``, batchrl's ``eps`` of the same call (the target's in ``update_critic``, the actor's in
 ``update_actor``); ``log_prob`` is sbx's (tfp's) unchanged.
 
-One documented difference is bridged, not compared: the actor's log-std head. batchrl maps
+One documented difference is bridged, not compared: the actor's log-std head (``--head
+clip`` runs both sides with sbx's instead). batchrl maps
 it by a tanh into [-5, 2], sbx clips it to [-20, 2]; as functions of the parameters they
 differ, so no copy of the parameters can give both the same actor. sbx runs here with its
 ``SquashedGaussianActor`` subclassed to batchrl's head (the same layers, names and
@@ -105,7 +106,7 @@ ENV = "HalfCheetah-v5"
 # ----------------------------------------------------------------------------- batchrl
 
 
-def warmed_state(algo: str, make, env, warm_updates: int):
+def warmed_state(algo: str, make, env, warm_updates: int, **changes):
   """``{algo}_mujoco``'s model learning from step 0 on a memory of ``STORED`` random
   transitions (a third ending their episode), after ``warm_updates`` updates (Adam's
   moments warm, of the gradients' own scale): ``(config, state, jitted update, rng)``."""
@@ -117,7 +118,7 @@ def warmed_state(algo: str, make, env, warm_updates: int):
   from batchrl.specs import EnvSpec
 
   config = dataclasses.replace(configs.get(f"{algo}_mujoco").config, first_update=0,
-                               memory_capacity=STORED)
+                               memory_capacity=STORED, **changes)
   model = make(config)
   state = model.init(jax.random.key(0), EnvSpec(env.observation_space, env.action_space, 1))
   rng = np.random.default_rng(0)
@@ -134,7 +135,7 @@ def warmed_state(algo: str, make, env, warm_updates: int):
   return config, state, update, rng
 
 
-def batchrl_side(env):
+def batchrl_side(env, head: str = "tanh"):
   """Our ``tqc_mujoco`` model and the state before the compared update: ``(config, state,
   jitted update)``."""
   import jax
@@ -142,7 +143,7 @@ def batchrl_side(env):
 
   from batchrl.agents.tqc.model import make_tqc
 
-  config, state, update, rng = warmed_state("tqc", make_tqc, env, 3)
+  config, state, update, rng = warmed_state("tqc", make_tqc, env, 3, log_std_head=head)
   f32 = lambda *shape, scale=1.0: jnp.asarray(rng.normal(0.0, scale, shape), jnp.float32)
   p = state.params
   target = jax.tree.map(lambda x: x + f32(*x.shape, scale=0.01), p.critic)
@@ -294,7 +295,7 @@ def sbx_states(model, state):
   return actor_state, critics[0], critics[1], ent_state
 
 
-def sbx_model(env, state):
+def sbx_model(env, state, head: str):
   """sbx's TQC built as ``peers/sbx_train.py`` builds it, and its ``(actor, qf1, qf2,
   ent_coef)`` train states holding our state's parameters, reading the noise from the
   observations (``with_noise``)."""
@@ -303,7 +304,7 @@ def sbx_model(env, state):
   import sbx_train
 
   model = sbx.TQC("MlpPolicy", env, seed=0, verbose=0, **sbx_train.VALUES["tqc"],
-                  policy_kwargs=sbx_train.policy_kwargs("tqc", batchrl_head=True))
+                  policy_kwargs=sbx_train.policy_kwargs("tqc", batchrl_head=head == "tanh"))
   actor, qf1, qf2, ent = sbx_states(model, state)
   obs_size = env.observation_space.shape[0]
   actor = actor.replace(apply_fn=with_noise(actor.apply_fn, obs_size))
@@ -343,12 +344,12 @@ def sbx_trees(states) -> dict:
               log_alpha=ent.params["log_ent_coef"])
 
 
-def sbx_side(env, state, items, eps_target, eps_actor):
+def sbx_side(env, state, items, eps_target, eps_actor, head: str):
   """One gradient step of sbx's TQC from our state: ``(actor, critic, target_critic,
   log_alpha, losses)`` in our trees."""
   import jax.numpy as jnp
 
-  model, states = sbx_model(env, state)
+  model, states = sbx_model(env, state, head)
   actor = states[0]
   zeros = jnp.zeros_like(eps_actor)
   log_std = jnp.log(jnp.concatenate([
@@ -396,8 +397,10 @@ def one_update(env, config, state, update) -> int:
   from batchrl.agents.actor_critic.networks import LOG_STD_MAX, LOG_STD_MIN
 
   state, new, metrics = next_update(update, state)
+  head_text = (f"batchrl's head, a tanh into [{LOG_STD_MIN}, {LOG_STD_MAX}]"
+               if config.log_std_head == "tanh" else "sbx's head, clipped to [-20, 2]")
   items, eps_target, eps_actor = step_inputs(config, state, env.action_space.shape[0])
-  theirs = sbx_side(env, state, items, eps_target, eps_actor)
+  theirs = sbx_side(env, state, items, eps_target, eps_actor, config.log_std_head)
   assert theirs["n_target_quantiles"] == config.kept_quantiles == 46
   assert sbx_train.BATCHRL_LOG_STD == (LOG_STD_MIN, LOG_STD_MAX)
   assert theirs["target_entropy"] == -env.action_space.shape[0]  # ours: None, i.e. -|A|
@@ -414,7 +417,7 @@ def one_update(env, config, state, update) -> int:
   print(f"one TQC gradient step, batchrl ({config.num_critics} critics x "
         f"{config.num_quantiles} quantiles, {config.kept_quantiles} target atoms, batch "
         f"{config.batch_size}, {ENV} spaces) vs sbx {sbx.__version__}, the same noise; "
-        f"log std: batchrl's head, range [{LOG_STD_MIN}, {LOG_STD_MAX}], on both sides "
+        f"log std: {head_text}, on both sides "
         f"(in the batch: {theirs['log_std'][0]:.2f} .. {theirs['log_std'][1]:.2f})\n")
   print(f"{'tensor':44s} {'max |batchrl - sbx|':>20s} {'max |step|':>11s} {'/ step':>9s}")
   for path, diff, step, of_step, close in rows:
@@ -474,7 +477,7 @@ def many_updates(env, config, state, update, updates: int, kept: int | None = No
   times that yardstick's (or ``DRIFT_TOL``, where the yardstick is smaller)."""
   import sbx
 
-  model, states = sbx_model(env, state)
+  model, states = sbx_model(env, state, config.log_std_head)
   start, act_size = state.params, env.action_space.shape[0]
   rng = np.random.default_rng(0)
   twin = state._replace(params=nudged(state.params, rng))
@@ -518,6 +521,10 @@ def main() -> int:
   p.add_argument("--updates", type=int, default=1,
                  help="updates in a row on both sides (default 1: one, compared tensor by "
                       "tensor)")
+  p.add_argument("--head", choices=("tanh", "clip"), default="tanh",
+                 help="the actor's log-std head on both sides (without --from-run, whose run "
+                      "sets it): ours, a tanh into [-5, 2] (default), or sbx's, clipped to "
+                      "[-20, 2]")
   p.add_argument("--sbx-atoms", type=int, metavar="K",
                  help="with --updates: sbx keeps K target atoms instead of its own 46 (a "
                       "planted difference: the check should fail)")
@@ -526,7 +533,7 @@ def main() -> int:
     p.error(f"--updates must be at least 1, got {args.updates}")
   env = gym.make(ENV)
   config, state, update = (trained_side(args.from_run) if args.from_run
-                           else batchrl_side(env))
+                           else batchrl_side(env, args.head))
   if args.updates == 1:
     return one_update(env, config, state, update)
   return many_updates(env, config, state, update, args.updates, args.sbx_atoms)
