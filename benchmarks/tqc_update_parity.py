@@ -521,19 +521,29 @@ def main() -> int:
   p.add_argument("--updates", type=int, default=1,
                  help="updates in a row on both sides (default 1: one, compared tensor by "
                       "tensor)")
-  p.add_argument("--head", choices=("tanh", "clip"), default="tanh",
+  p.add_argument("--head", choices=("tanh", "clip"),
                  help="the actor's log-std head on both sides (without --from-run, whose run "
-                      "sets it): ours, a tanh into [-5, 2] (default), or sbx's, clipped to "
-                      "[-20, 2]")
+                      "sets it): ours, a tanh into [-5, 2] (the default), or sbx's, clipped "
+                      "to [-20, 2]")
   p.add_argument("--sbx-atoms", type=int, metavar="K",
                  help="with --updates: sbx keeps K target atoms instead of its own 46 (a "
                       "planted difference: the check should fail)")
   args = p.parse_args()
   if args.updates < 1:
     p.error(f"--updates must be at least 1, got {args.updates}")
+  if args.sbx_atoms is not None and (args.updates == 1 or not 1 <= args.sbx_atoms <= 50):
+    p.error(f"--sbx-atoms K plants a difference in --updates N > 1, with K from 1 to 50 (the "
+            f"pooled quantiles); got K={args.sbx_atoms} with --updates {args.updates}")
+  if args.from_run and args.head:
+    p.error("--head sets the head of a run made here; with --from-run the run's config "
+            "sets it: give one of the two")
+  if args.from_run and not os.path.isdir(os.path.join(args.from_run, "checkpoints")):
+    p.error(f"--from-run {args.from_run}: no run directory with checkpoints there (a "
+            f"tqc_mujoco run's, e.g. benchmarks/results/parity/batchrl/"
+            f"tqc-HalfCheetah-v5-s2-tqc_mujoco)")
   env = gym.make(ENV)
   config, state, update = (trained_side(args.from_run) if args.from_run
-                           else batchrl_side(env, args.head))
+                           else batchrl_side(env, args.head or "tanh"))
   if args.updates == 1:
     return one_update(env, config, state, update)
   return many_updates(env, config, state, update, args.updates, args.sbx_atoms)
