@@ -352,6 +352,12 @@ def test_train_on_env_reporting_action_masks(tmp_path):
     (["train", "--config", "cartpole", "--set", "steps=abc"], "expects int"),
     (["train", "--config", "cartpol"], "unknown config 'cartpol'"),
     (["visualize", "--outdir", "videos"], "config.yaml not found"),
+    # an agent given an env whose actions it cannot learn: the agent, the env and what fits
+    (["train", "--config", "td3_pendulum", "--set", "env=CartPole-v1"],
+     "agent 'td3' (config 'td3_pendulum') cannot train on 'CartPole-v1': td3 learns "
+     "continuous (float) actions, but the action space Discrete(2)"),
+    (["train", "--config", "dqn_cartpole", "--set", "env=Pendulum-v1"],
+     "cannot train on 'Pendulum-v1': DQN picks discrete actions"),
 ])
 def test_user_mistakes_are_one_line_and_leave_nothing(argv, message, tmp_path, capsys):
   logdir = tmp_path / "logs"

@@ -426,6 +426,19 @@ def test_bad_input_from_the_shell_is_one_line(tmp_path):
   assert not logdir.exists()
 
 
+def test_an_agent_that_cannot_learn_the_env_s_actions_is_one_line_before_the_study(
+    tmp_path, capsys):
+  logdir = tmp_path / "logs"
+  argv = tune_argv(logdir, "td3_pendulum", ["learning_rate=loguniform(1e-4,1e-3)"],
+                   ["env=CartPole-v1"])
+  assert main(argv) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("batchrl tune: error: agent 'td3' (config 'td3_pendulum') cannot "
+                        "train on 'CartPole-v1': td3 learns continuous"), err
+  assert len(err.splitlines()) == 1
+  assert not logdir.exists()
+
+
 def test_train_config_file_errors_are_one_line(tmp_path, capsys):
   bad = tmp_path / "bad.yaml"
   bad.write_text("run: [1, 2\n")

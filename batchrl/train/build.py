@@ -145,11 +145,20 @@ def check_agent(exp: Experiment, spaces: tuple, num_envs: int) -> None:
   action space as the agent sees them): its ``init`` traced with ``jax.eval_shape``, so
   nothing is compiled or run, and what an agent refuses there (PQN: continuous actions,
   minibatches that do not divide its rollout; any agent: a network that does not fit the
-  observations) is a ``ConfigError`` before the run starts, not after its directory
-  exists."""
+  observations) is a ``UserInputError`` before the run starts, not after its directory
+  exists. An agent that refuses the spaces themselves (DQN given float actions, TD3 given
+  discrete ones) raises a plain ``TypeError`` or ``ValueError`` from deep in its networks:
+  here that is the user's choice of agent and env, so it becomes one line naming both, as
+  ``Agent.create`` reports it."""
   model = build_model(exp)
   spec = EnvSpec(spaces[0], spaces[1], num_envs)
-  jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
+  try:
+    jax.eval_shape(lambda key: model.init(key, spec), jax.random.key(0))
+  except UserInputError:
+    raise
+  except (TypeError, ValueError) as e:
+    raise UserInputError(f"agent {exp.agent!r} (config {exp.name!r}) cannot train on "
+                         f"{exp.run.env!r}: {e}") from e
 
 
 _NO_CAP = 2**31 - 1  # an int32 count no evaluation reaches

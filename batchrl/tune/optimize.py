@@ -101,7 +101,7 @@ def search(config: str | Experiment, space: Iterable[str] | Mapping[str, str], *
       distributed.preflight(exp, runners)
     except ConfigError as e:
       raise ConfigError(f"--runners {runners.runners}: {e}") from None
-  check_env(exp.run)
+  check_env(exp.run, exp)  # the env, and that the agent fits it
   tune_dir = Path(directory) if directory else studies.tune_directory(logdir, exp.name,
                                                                       timestamp)
   made_directory = not tune_dir.exists()
