@@ -52,6 +52,7 @@ sys.path.insert(0, HERE)
 from batchrl import configs  # noqa: E402  (after the path tweak above)
 from batchrl.bench.machine import machine  # noqa: E402  (after the path tweak above)
 from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
+from batchrl.train import rundir  # noqa: E402  (after the path tweak above)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
 ALGOS = ("sac", "td3", "tqc", "crossq")
@@ -101,8 +102,12 @@ def ours_command(algo: str, env: str, seed: int, args, library: str = "batchrl")
 
 
 def ours_dir(algo: str, env: str, seed: int, args, library: str = "batchrl") -> str:
-  stamp = ours_stamp(library, algo, env, seed)
-  return os.path.join(args.results, "batchrl", f"{stamp}-{algo}_mujoco")
+  """Where ``batchrl train`` put the run: named as it names runs (the env added where it is
+  not the config's own; a run an earlier release named without it is found too)."""
+  config = f"{algo}_mujoco"
+  return str(rundir.named_run_directory(
+      os.path.join(args.results, "batchrl"), config, env, configs.own_env(configs.get(config)),
+      ours_stamp(library, algo, env, seed)))
 
 
 def ours_evals(run_dir: str) -> list[tuple[int, float]]:
@@ -188,7 +193,11 @@ def run_ours(library: str, algo: str, env: str, seed: int, args) -> dict:
     proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
   if proc.returncode != 0:
     raise RuntimeError(f"{' '.join(cmd)} failed (exit code {proc.returncode}): see {log}")
-  evals = ours_evals(ours_dir(algo, env, seed, args, library))
+  run_dir = ours_dir(algo, env, seed, args, library)
+  evals = ours_evals(run_dir)
+  if not evals:
+    raise RuntimeError(f"{' '.join(cmd)} finished, but {run_dir} has no evaluation in its "
+                       f"metrics: see {log}")
   return {"library": library, "algo": algo, "env": env, "seed": seed, "steps": args.steps,
           "evals": evals, "best_return": max(m for _, m in evals),
           "final_return": evals[-1][1], "sitting_s": round(time.perf_counter() - start, 1),

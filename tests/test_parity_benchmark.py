@@ -3,6 +3,7 @@ and the table from finished runs (the runs themselves are benchmarks, not tests)
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,7 +30,17 @@ def test_the_batchrl_command_is_a_valid_train_command_that_resumes_by_its_timest
   parsed = cli._parser().parse_args(cmd[3:])
   assert parsed.config == "sac_mujoco" and parsed.timestamp == "sac-Hopper-v5-s1"
   assert "env=Hopper-v5" in parsed.overrides and "eval_steps=5000" in parsed.overrides
-  assert parity.ours_dir("sac", "Hopper-v5", 1, args).endswith("sac-Hopper-v5-s1-sac_mujoco")
+  # named as batchrl train names it: the env added where it is not the config's own
+  assert parity.ours_dir("sac", "Hopper-v5", 1, args).endswith(
+      "batchrl/sac-Hopper-v5-s1-sac_mujoco-Hopper-v5")
+  assert parity.ours_dir("sac", "HalfCheetah-v5", 1, args).endswith(
+      "batchrl/sac-HalfCheetah-v5-s1-sac_mujoco")
+  # a run an earlier release named by the config alone is found, as its command resumes it
+  legacy = os.path.join(args.results, "batchrl", "sac-Hopper-v5-s1-sac_mujoco")
+  os.makedirs(legacy)
+  with open(os.path.join(legacy, "config.yaml"), "w") as f:
+    f.write("run:\n  env: Hopper-v5\n")
+  assert parity.ours_dir("sac", "Hopper-v5", 1, args) == legacy
 
 
 def test_evaluations_are_read_from_the_run_metrics(tmp_path):
@@ -82,7 +93,7 @@ def test_our_td3_with_sbx_choices_runs_as_a_train_command_with_its_overrides_apa
   assert {"actor_q=min", "targets_with_actor=false", "env=Hopper-v5"} <= set(parsed.overrides)
   assert "actor_q=min" not in parity.ours_command("td3", "Hopper-v5", 1, args)
   assert parity.ours_dir("td3", "Hopper-v5", 1, args, "batchrl-sbx").endswith(
-      "batchrl/sbx-td3-Hopper-v5-s1-td3_mujoco")
+      "batchrl/sbx-td3-Hopper-v5-s1-td3_mujoco-Hopper-v5")
   # the variant is ours: no ratio against our own plain config, and sbx's ratio is ours/sbx
   for library, best in [("batchrl", 400.0), ("sbx", 500.0), ("batchrl-sbx", 450.0)]:
     parity.write_result(parity.result_path(library, "td3", "Hopper-v5", 0, args),
