@@ -3,6 +3,7 @@ and the table from finished runs (the runs themselves are benchmarks, not tests)
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -120,6 +121,19 @@ def test_sbx_with_our_log_std_head_runs_sac_and_tqc_with_its_option_apart(args):
   assert cmd[cmd.index("--library") + 1] == "sbx" and "--batchrl-head" in cmd
   assert cmd[-1].endswith("sbx-tanh-tqc-Hopper-v5-s1")
   assert "--batchrl-head" not in parity.peer_command("sbx", "tqc", "Hopper-v5", 1, args)
+
+
+def test_sbx_s_temperature_is_the_exponential_of_its_one_parameter_and_none_without_it():
+  applied = []
+
+  def apply_fn(variables):
+    applied.append(variables)
+    return math.exp(variables["params"]["log_ent_coef"])
+
+  state = SimpleNamespace(apply_fn=apply_fn, params={"log_ent_coef": math.log(0.25)})
+  assert sbx_train.temperature(SimpleNamespace(ent_coef_state=state)) == pytest.approx(0.25)
+  assert applied == [{"params": {"log_ent_coef": math.log(0.25)}}]
+  assert sbx_train.temperature(SimpleNamespace()) is None  # TD3 learns no temperature
 
 
 def test_the_best_counts_only_evaluations_after_learning_starts(args):

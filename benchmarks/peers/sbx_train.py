@@ -202,6 +202,15 @@ def patch_start_sampling() -> None:
   OffPolicyAlgorithm._sample_action = sample
 
 
+def temperature(model) -> float | None:
+  """The entropy temperature the model learned (sbx's ``ent_coef_state``: the exponential of
+  its one parameter), None for a model that learns none (TD3) or SB3's (torch)."""
+  state = getattr(model, "ent_coef_state", None)
+  if state is None:
+    return None
+  return float(state.apply_fn({"params": state.params}))
+
+
 def paths(save_dir: str) -> dict:
   return {name: os.path.join(save_dir, file) for name, file in
           (("model", "model.zip"), ("buffer", "buffer.pkl"), ("state", "state.json"))}
@@ -282,6 +291,8 @@ def main() -> None:
                                 deterministic=True)
     state["eval_s"] += time.perf_counter() - start
     state["evals"].append([int(model.num_timesteps), float(mean), float(std)])
+    # the temperature's course, to set beside ours (the ``alpha`` of our run's metrics)
+    state.setdefault("temperature", []).append([int(model.num_timesteps), temperature(model)])
     if args.save_dir:
       save(model, args.save_dir, state)
   dist = distribution(args.library, args.algo)
@@ -292,7 +303,7 @@ def main() -> None:
             "eval_every": every, "eval_episodes": args.episodes,
             "uniform_start": args.uniform_start, "paper_td3": args.paper_td3,
             "batchrl_head": args.batchrl_head,
-            "settings": settings(args.algo)}
+            "settings": settings(args.algo), "temperature": state.get("temperature", [])}
   result.update(_common.summarize([tuple(e) for e in state["evals"]], args.target))
   _common.emit(result)
 
