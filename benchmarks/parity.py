@@ -120,6 +120,18 @@ def ours_evals(run_dir: str) -> list[tuple[int, float]]:
   return [(int(r["step"]), float(r["mean_score"])) for r in rows if r.get("phase") == "eval"]
 
 
+def ours_seconds(run_dir: str) -> float:
+  """The seconds a batchrl run trained, over all its sittings: each report's steps over its
+  steps per second (a run resumed from a checkpoint is not timed by its last sitting)."""
+  path = os.path.join(run_dir, "metrics.jsonl")
+  with open(path) as f:
+    rows = [json.loads(line) for line in f if line.strip()]
+  reports = sorted((r for r in rows if r.get("phase") == "train" and r.get("steps_per_second")),
+                   key=lambda r: r["step"])
+  steps = [0] + [int(r["step"]) for r in reports]
+  return sum((b - a) / r["steps_per_second"] for a, b, r in zip(steps, steps[1:], reports))
+
+
 def starts_uniform(algo: str) -> bool:
   """Whether our named config acts uniformly before learning starts (``start_steps``, TD3's
   25000, the peer's ``learning_starts``): the peer then does too, its own way; else the
@@ -201,6 +213,7 @@ def run_ours(library: str, algo: str, env: str, seed: int, args) -> dict:
   return {"library": library, "algo": algo, "env": env, "seed": seed, "steps": args.steps,
           "evals": evals, "best_return": max(m for _, m in evals),
           "final_return": evals[-1][1], "sitting_s": round(time.perf_counter() - start, 1),
+          "run_s": round(ours_seconds(run_dir), 1),
           "command": " ".join(cmd)}
 
 

@@ -123,6 +123,16 @@ def test_sbx_with_our_log_std_head_runs_sac_and_tqc_with_its_option_apart(args):
   assert "--batchrl-head" not in parity.peer_command("sbx", "tqc", "Hopper-v5", 1, args)
 
 
+def test_a_run_s_time_adds_up_its_reports_over_every_sitting(tmp_path):
+  """A resumed run: its last sitting trained 20k steps of 100k, its reports time all 100k."""
+  rows = [{"phase": "train", "step": 40_000, "steps_per_second": 100.0},
+          {"phase": "eval", "step": 40_000, "mean_score": 1.0},
+          {"phase": "train", "step": 80_000, "steps_per_second": 50.0},
+          {"phase": "train", "step": 100_000, "steps_per_second": 40.0}]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  assert parity.ours_seconds(str(tmp_path)) == pytest.approx(400 + 800 + 500)
+
+
 def test_sbx_s_temperature_is_the_exponential_of_its_one_parameter_and_none_without_it():
   applied = []
 

@@ -202,7 +202,14 @@ def learned_best(result: dict) -> float:
 
 
 def _wall(result: dict) -> float:
-  return result.get("sitting_s") or result.get("process_s") or 0.0
+  """A run's time over all its sittings: ours from its reports (``run_s``; records made
+  before it was kept: the last sitting), the peer's training and evaluation (its last
+  process, where those were not kept)."""
+  if "run_s" in result or "sitting_s" in result:
+    return result.get("run_s") or result["sitting_s"]
+  if "train_s" in result:
+    return result["train_s"] + result.get("eval_s", 0.0)
+  return result.get("process_s") or 0.0
 
 
 def parity_table(spec: ParityTable, root: Path, curves: bool = False) -> str:
@@ -212,8 +219,8 @@ def parity_table(spec: ParityTable, root: Path, curves: bool = False) -> str:
   results = _parity_results(records)
   notes = _Notes()
   lines = ["| agent | task | steps | seeds | batchrl best (mean ± std) | sbx best "
-           "(mean ± std) | batchrl / sbx | final, batchrl / sbx | wall per run, batchrl / "
-           "sbx | ran | curve |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "(mean ± std) | batchrl / sbx (90% interval) | final, batchrl / sbx | wall per "
+           "run, batchrl / sbx | ran | curve |", "|---|---|---|---|---|---|---|---|---|---|---|"]
   tasks = sorted({(algo, env) for _, algo, env in results},
                  key=lambda t: (t[0], _TASKS.index(t[1]) if t[1] in _TASKS else 99, t[1]))
   for algo, env in tasks:
@@ -244,6 +251,8 @@ def _parity_note(results: dict, algo: str, env: str, about: dict) -> str:
 def _parity_row(label: str, env: str, ours: list[dict], peer: list[dict]) -> str:
   best, peer_best = [learned_best(r) for r in ours], [learned_best(r) for r in peer]
   ratio = f"{_mean(best) / _mean(peer_best):.2f}x" if peer_best else "-"
+  interval = report.ratio_interval(best, peer_best)
+  ratio += f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
   # a side with no finished run yet (the peer's still to run) reads "pending"
   finals = [report.significant(_mean([r["final_return"] for r in runs]), 3) if runs
             else "pending" for runs in (ours, peer)]

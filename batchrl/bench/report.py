@@ -187,6 +187,33 @@ def mean_std(values: list[float], missing: str = "pending") -> str:
   return f"{mean:.{decimals}f} ± {std:.{decimals}f}"
 
 
+# Student's t at 0.95 (the half-width of a 90% two-sided interval) by degrees of freedom;
+# a fractional df reads the row at or below it (a wider interval)
+_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
+        9: 1.833, 10: 1.812, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
+
+
+def ratio_interval(ours: list[float], peer: list[float]) -> tuple[float, float] | None:
+  """A 90% interval of ``mean(ours) / mean(peer)`` over seeds: the log of the ratio ± t
+  times its standard error (the delta method: each side's squared relative standard error,
+  sample variances), t at Welch's degrees of freedom. None with fewer than two values on a
+  side or a mean at or below 0 (the ratio of returns then reads nothing)."""
+  if len(ours) < 2 or len(peer) < 2:
+    return None
+  means = float(np.mean(ours)), float(np.mean(peer))
+  if min(means) <= 0:
+    return None
+  rel = [float(np.var(v, ddof=1)) / (len(v) * m * m) for v, m in ((ours, means[0]),
+                                                                   (peer, means[1]))]
+  if sum(rel) == 0:
+    return means[0] / means[1], means[0] / means[1]
+  df = sum(rel) ** 2 / sum(r * r / (len(v) - 1) for r, v in zip(rel, (ours, peer)))
+  t = _T95[max([k for k in _T95 if k <= df] or [1])]
+  half = t * float(np.sqrt(sum(rel)))
+  ratio = means[0] / means[1]
+  return ratio * float(np.exp(-half)), ratio * float(np.exp(half))
+
+
 def duration(seconds: float) -> str:
   if seconds >= 3600:
     return f"{seconds / 3600:.1f} h"
