@@ -73,16 +73,16 @@ def test_mean_and_std_are_written_to_the_digits_the_spread_allows(values, text):
   assert report.mean_std(values) == text
 
 
-def test_the_ratio_s_interval_widens_with_the_spread_and_fewer_seeds_and_needs_two_a_side():
+def test_the_ratio_s_interval_widens_with_the_spread_and_fewer_seeds_and_needs_three():
   # the log ratio ± t(df) · sqrt(var1 / (n1 m1²) + var2 / (n2 m2²)), t at Welch's df
-  lo, hi = report.ratio_interval([90.0, 110.0], [100.0, 100.0])  # df 1: t 6.314
-  half = 6.314 * (200.0 / (2 * 100.0 ** 2)) ** 0.5
+  lo, hi = report.ratio_interval([90.0, 100.0, 110.0], [100.0] * 3)  # df 2: t 2.920
+  half = 2.920 * (100.0 / (3 * 100.0 ** 2)) ** 0.5
   assert (lo, hi) == pytest.approx((math.exp(-half), math.exp(half)))
-  tight = report.ratio_interval([90.0, 110.0] * 3, [100.0, 100.0] * 3)
+  tight = report.ratio_interval([90.0, 100.0, 110.0] * 3, [100.0] * 9)
   assert lo < tight[0] < 1.0 < tight[1] < hi
-  assert report.ratio_interval([5.0, 5.0], [2.0, 2.0]) == (2.5, 2.5)
-  assert report.ratio_interval([4671.0], [4000.0, 4100.0]) is None  # one seed: no spread
-  assert report.ratio_interval([-400.0, -300.0], [-200.0, -100.0]) is None  # no ratio
+  assert report.ratio_interval([5.0] * 3, [2.0] * 4) == (2.5, 2.5)
+  assert report.ratio_interval([4671.0, 4000.0], [4000.0, 4100.0, 4200.0]) is None  # 2 seeds
+  assert report.ratio_interval([-400.0, -300.0, -350.0], [-200.0] * 3) is None  # no ratio
 
 
 def test_a_parity_row_whose_peer_has_not_run_says_pending():

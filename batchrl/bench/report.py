@@ -196,9 +196,10 @@ _T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8:
 def ratio_interval(ours: list[float], peer: list[float]) -> tuple[float, float] | None:
   """A 90% interval of ``mean(ours) / mean(peer)`` over seeds: the log of the ratio ± t
   times its standard error (the delta method: each side's squared relative standard error,
-  sample variances), t at Welch's degrees of freedom. None with fewer than two values on a
-  side or a mean at or below 0 (the ratio of returns then reads nothing)."""
-  if len(ours) < 2 or len(peer) < 2:
+  sample variances), t at Welch's degrees of freedom. None with fewer than three values on a
+  side (two give one or two degrees of freedom: an interval spanning 0.1x to 10x, which says
+  nothing) or a mean at or below 0 (the ratio of returns then reads nothing)."""
+  if len(ours) < 3 or len(peer) < 3:
     return None
   means = float(np.mean(ours)), float(np.mean(peer))
   if min(means) <= 0:
