@@ -52,6 +52,7 @@ sys.path.insert(0, HERE)
 from batchrl import configs  # noqa: E402  (after the path tweak above)
 from batchrl.bench.machine import machine  # noqa: E402  (after the path tweak above)
 from batchrl.files import write_atomic  # noqa: E402  (after the path tweak above)
+from batchrl.logging import read_metrics  # noqa: E402  (after the path tweak above)
 from batchrl.train import rundir  # noqa: E402  (after the path tweak above)
 from peers.run import installed, parse_result, peer_env, python_path  # noqa: E402  (after the path tweak above)
 
@@ -112,21 +113,18 @@ def ours_dir(algo: str, env: str, seed: int, args, library: str = "batchrl") -> 
 
 def ours_evals(run_dir: str) -> list[tuple[int, float]]:
   """(step, mean greedy return) of every evaluation in a batchrl run's metrics."""
-  path = os.path.join(run_dir, "metrics.jsonl")
-  if not os.path.exists(path):
+  try:
+    rows = read_metrics(run_dir)
+  except FileNotFoundError:
     return []
-  with open(path) as f:
-    rows = [json.loads(line) for line in f if line.strip()]
   return [(int(r["step"]), float(r["mean_score"])) for r in rows if r.get("phase") == "eval"]
 
 
 def ours_seconds(run_dir: str) -> float:
   """The seconds a batchrl run trained, over all its sittings: each report's steps over its
   steps per second (a run resumed from a checkpoint is not timed by its last sitting)."""
-  path = os.path.join(run_dir, "metrics.jsonl")
-  with open(path) as f:
-    rows = [json.loads(line) for line in f if line.strip()]
-  reports = sorted((r for r in rows if r.get("phase") == "train" and r.get("steps_per_second")),
+  reports = sorted((r for r in read_metrics(run_dir)
+                    if r.get("phase") == "train" and r.get("steps_per_second")),
                    key=lambda r: r["step"])
   steps = [0] + [int(r["step"]) for r in reports]
   return sum((b - a) / r["steps_per_second"] for a, b, r in zip(steps, steps[1:], reports))
